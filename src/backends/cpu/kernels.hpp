@@ -1,0 +1,47 @@
+// Optimized CPU kernels per tensor type, chosen once at run time from the CPU's features
+// (scalar reference, AVX2/FMA; later AVX-512/VNNI, NEON dotprod/i8mm).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace geniex::cpu {
+
+struct TypeKernels {
+  DType type;
+  DType act_type;  // == quant::vec_dot_type(type)
+  const char* isa; // "scalar", "avx2", ... (for logs and benchmarks)
+
+  // Dequantize n elements (multiple of the block size) to f32.
+  void (*dequantize_row)(const void* src, float* dst, int64_t n);
+  // Convert n f32 activations to act_type (multiple of act_type's block size).
+  void (*quantize_act)(const float* src, void* dst, int64_t n);
+  // out[c * out_stride + r] = dot(weight row r, activation row c) for r < n_rows, c < n_cols.
+  // Weight rows are w_stride bytes apart, activation rows a_stride bytes apart (in act_type).
+  // Kernels block over rows and columns so weights stream once per column tile.
+  void (*gemm)(int64_t n, const void* w, size_t w_stride, int64_t n_rows,
+               const void* a, size_t a_stride, int64_t n_cols,
+               float* out, int64_t out_stride);
+};
+
+// Nullptr for types without kernels. The selection honours GENIEX_CPU_DISABLE (see
+// core/cpu_features.hpp), so tests can run the scalar and the SIMD paths in one process
+// by asking for a specific ISA below.
+const TypeKernels* kernels_for(DType weight_type);
+
+// Kernels of a given ISA ("scalar" or "avx2"), for tests that compare implementations;
+// nullptr when that ISA is not compiled in or not supported by this CPU.
+const TypeKernels* kernels_for_isa(DType weight_type, const char* isa);
+
+// Fast f32 helpers used by the CPU ops (vectorized where possible).
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float alpha, const float* x, float* y, int64_t n);  // y += alpha * x
+void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n);
+void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
+// dot of an f32 vector with an fp16 vector (KV cache reads).
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);  // y += alpha * x
+
+}  // namespace geniex::cpu

@@ -1,0 +1,104 @@
+// CPUID / getauxval based feature detection.
+#include "core/cpu_features.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
+
+namespace geniex {
+namespace {
+
+bool disabled(std::string_view list, std::string_view name) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string_view::npos) end = list.size();
+    if (list.substr(start, end - start) == name) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d)) {
+    f.fma = (c >> 12) & 1;
+    f.f16c = (c >> 29) & 1;
+    const bool osxsave = (c >> 27) & 1;
+    bool ymm_ok = false, zmm_ok = false;
+    if (osxsave) {
+      unsigned lo, hi;
+      __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      ymm_ok = (lo & 0x6) == 0x6;
+      zmm_ok = (lo & 0xe6) == 0xe6;
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+      f.avx2 = ymm_ok && ((b >> 5) & 1);
+      f.avx512f = zmm_ok && ((b >> 16) & 1);
+      f.avx512bw = zmm_ok && ((b >> 30) & 1);
+      f.avx512vnni = zmm_ok && ((c >> 11) & 1);
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = ymm_ok && ((a >> 4) & 1);
+    if (!ymm_ok) f.fma = f.f16c = false;
+  }
+#endif
+#if defined(__aarch64__)
+  f.neon = true;
+#if defined(__linux__)
+  const unsigned long hw = getauxval(AT_HWCAP);
+  const unsigned long hw2 = getauxval(AT_HWCAP2);
+  f.arm_dotprod = (hw & HWCAP_ASIMDDP) != 0;
+  f.arm_i8mm = (hw2 & HWCAP2_I8MM) != 0;
+#endif
+#endif
+  if (const char* env = std::getenv("GENIEX_CPU_DISABLE")) {
+    const std::string_view list(env);
+    if (disabled(list, "avx2")) f.avx2 = false;
+    if (disabled(list, "fma")) f.fma = false;
+    if (disabled(list, "f16c")) f.f16c = false;
+    if (disabled(list, "avx512")) f.avx512f = f.avx512bw = f.avx512vnni = false;
+    if (disabled(list, "avxvnni")) f.avxvnni = false;
+    if (disabled(list, "dotprod")) f.arm_dotprod = false;
+    if (disabled(list, "i8mm")) f.arm_i8mm = false;
+  }
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+std::string CpuFeatures::to_string() const {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(avx2, "avx2");
+  add(fma, "fma");
+  add(f16c, "f16c");
+  add(avx512f, "avx512f");
+  add(avx512bw, "avx512bw");
+  add(avx512vnni, "avx512vnni");
+  add(avxvnni, "avxvnni");
+  add(neon, "neon");
+  add(arm_dotprod, "dotprod");
+  add(arm_i8mm, "i8mm");
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace geniex

@@ -1,0 +1,27 @@
+// Runtime CPU feature detection, read once, used to pick kernels.
+#pragma once
+
+#include <string>
+
+namespace geniex {
+
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512vnni = false;
+  bool avxvnni = false;
+  bool neon = false;
+  bool arm_dotprod = false;
+  bool arm_i8mm = false;
+
+  std::string to_string() const;
+};
+
+// Detected features, masked by the GENIEX_CPU_DISABLE environment variable
+// (comma list, e.g. "avx2" forces the scalar paths in tests and benchmarks).
+const CpuFeatures& cpu_features();
+
+}  // namespace geniex

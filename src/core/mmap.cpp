@@ -1,0 +1,63 @@
+// POSIX mmap of model files.
+#include "core/mmap.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace geniex {
+
+Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return make_error(err == ENOENT ? ErrorCode::NotFound : ErrorCode::IoError,
+                      "cannot open '" + path + "': " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return make_error(ErrorCode::IoError, "cannot stat '" + path + "': " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return make_error(ErrorCode::InvalidArgument, "'" + path + "' is not a regular file");
+  }
+  std::shared_ptr<MappedFile> file(new MappedFile());
+  file->path_ = path;
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ > 0) {
+    void* p = ::mmap(nullptr, file->size_, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      return make_error(ErrorCode::IoError, "cannot mmap '" + path + "': " + std::strerror(err));
+    }
+    file->data_ = static_cast<const uint8_t*>(p);
+    file->mapped_ = true;
+  }
+  ::close(fd);
+  return file;
+}
+
+std::shared_ptr<MappedFile> MappedFile::from_bytes(const void* data, size_t size) {
+  std::shared_ptr<MappedFile> file(new MappedFile());
+  // Exactly `size` bytes, so that sanitizers catch any read past the end.
+  file->owned_.reset(new uint8_t[size == 0 ? 1 : size]);
+  if (size > 0) std::memcpy(file->owned_.get(), data, size);
+  file->data_ = file->owned_.get();
+  file->size_ = size;
+  file->path_ = "<memory>";
+  return file;
+}
+
+MappedFile::~MappedFile() {
+  if (mapped_) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace geniex

@@ -1,0 +1,92 @@
+// Thread pool with spin-then-sleep waiting: workers spin briefly between runs (decode steps
+// issue runs back to back), then sleep on a condition variable so an idle process costs nothing.
+#include "core/thread_pool.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define GX_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define GX_CPU_RELAX() asm volatile("yield" ::: "memory")
+#else
+#define GX_CPU_RELAX() ((void)0)
+#endif
+
+namespace geniex {
+namespace {
+constexpr int kSpinsBeforeSleep = 1 << 14;
+}
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run(const std::function<void(int, int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
+  fn(0, n_threads_);
+  int spins = 0;
+  while (pending_.load(std::memory_order_acquire) != 0) {
+    if (++spins < kSpinsBeforeSleep) GX_CPU_RELAX();
+    else std::this_thread::yield();
+  }
+  job_ = nullptr;
+}
+
+void ThreadPool::worker_main(int ith) {
+  uint64_t seen = 0;
+  for (;;) {
+    int spins = 0;
+    uint64_t gen;
+    while ((gen = generation_.load(std::memory_order_acquire)) == seen) {
+      if (++spins < kSpinsBeforeSleep) {
+        GX_CPU_RELAX();
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mutex_);
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      sleepers_.fetch_sub(1);
+    }
+    seen = gen;
+    if (stop_.load(std::memory_order_acquire)) return;
+    (*job_)(ith, n_threads_);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::barrier() {
+  if (n_threads_ == 1) return;
+  const uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
+  if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
+    barrier_count_.store(0, std::memory_order_relaxed);
+    barrier_phase_.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  int spins = 0;
+  while (barrier_phase_.load(std::memory_order_acquire) == phase) {
+    if (++spins < kSpinsBeforeSleep) GX_CPU_RELAX();
+    else std::this_thread::yield();
+  }
+}
+
+}  // namespace geniex
