@@ -1,5 +1,5 @@
 // Names for error codes and formatting of errors.
-#include "core/result.hpp"
+#include "geniex/result.hpp"
 
 namespace geniex {
 

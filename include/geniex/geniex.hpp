@@ -1,0 +1,187 @@
+// GenieX public C++ API: load a model, generate text, chat, inspect. Errors are values
+// (Result<T>); no exception crosses this API.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "geniex/result.hpp"
+
+namespace geniex {
+
+// The compute unit a user asks for. The runtime resolves it to the backends available on
+// this machine, falling back npu -> gpu -> cpu, and records why (see Model::info()).
+class Device {
+ public:
+  enum class Kind { Cpu, Gpu, Npu, Auto };
+  static Device cpu() { return Device(Kind::Cpu); }
+  static Device gpu() { return Device(Kind::Gpu); }
+  static Device npu() { return Device(Kind::Npu); }
+  static Device auto_select() { return Device(Kind::Auto); }
+  // "cpu", "gpu", "npu", "auto"; InvalidArgument otherwise.
+  static Result<Device> parse(std::string_view name);
+
+  Kind kind() const { return kind_; }
+  std::string_view name() const;
+
+ private:
+  explicit Device(Kind kind) : kind_(kind) {}
+  Kind kind_;
+};
+
+struct ChatMessage {
+  std::string role;     // "system", "user", "assistant"
+  std::string content;
+};
+
+struct GenerationStats {
+  int32_t prompt_tokens = 0;
+  int32_t generated_tokens = 0;
+  int32_t reused_prompt_tokens = 0;  // prefix already in the session's KV cache
+  double prefill_ms = 0;             // time to process the prompt
+  double time_to_first_token_ms = 0; // prefill + first sampled token
+  double decode_ms = 0;              // all tokens after the first
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;
+  std::string stop_reason;           // "eos", "stop_string", "max_tokens", "cancelled", "context_full"
+};
+
+struct GenerationConfig {
+  int32_t max_new_tokens = 256;
+  float temperature = 0.8f;  // <= 0: greedy
+  int32_t top_k = 40;        // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;
+  int32_t repeat_last_n = 64;
+  uint64_t seed = UINT64_MAX;  // UINT64_MAX: random
+  std::vector<std::string> stop;  // stop strings (not included in the output)
+  // Called with each piece of text as soon as it is complete UTF-8; return false to stop.
+  std::function<bool(std::string_view piece)> on_text;
+  GenerationStats* stats = nullptr;  // filled when set
+};
+
+struct ModelInfo {
+  std::string path;
+  std::string architecture;  // "llama"
+  std::string name;
+  int64_t n_params = 0;
+  int64_t file_bytes = 0;
+  int32_t n_vocab = 0;
+  int32_t n_layer = 0;
+  int32_t n_embd = 0;
+  int32_t n_head = 0;
+  int32_t n_head_kv = 0;
+  int32_t n_ctx_train = 0;
+  int32_t n_ctx = 0;          // the context this instance was built with
+  int32_t n_threads = 0;
+  std::string device;         // declared target
+  std::vector<std::string> backends;        // backends in use, in preference order
+  std::vector<std::string> device_notes;    // one line per fallback, e.g. "npu: not available ..."
+  double load_ms = 0;
+  int64_t kv_cache_bytes = 0;
+};
+
+// One row of the scheduler's placement (see `geniex plan`).
+struct PlanRow {
+  int32_t node = 0;
+  std::string name;      // "blk.3.attn_q"
+  std::string op;        // "matmul"
+  std::string type;      // weight or output type
+  std::string shape;     // "576x1"
+  std::string backend;   // "cpu"
+  std::string reason;    // why this backend
+  int32_t layer = -1;
+};
+
+struct PlanSummary {
+  int32_t n_tokens = 0;
+  std::vector<PlanRow> rows;
+  int32_t n_splits = 0;
+  int32_t n_copies = 0;
+  std::vector<std::pair<std::string, int64_t>> activation_bytes;  // per backend arena
+  double planning_ms = 0;
+};
+
+class Model;
+
+// A conversation or completion stream with its own KV cache. Sessions of one Model share
+// the weights; a Session is used by one thread at a time.
+class Session {
+ public:
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+  ~Session();
+
+  // Continues the session's text with the prompt, then generates.
+  Result<std::string> generate(std::string_view prompt, const GenerationConfig& config);
+  // Renders the conversation with the model's chat template (reusing the KV cache for the
+  // part already seen) and generates the assistant's reply.
+  Result<std::string> chat(const std::vector<ChatMessage>& messages, const GenerationConfig& config);
+
+  // Low level: feeds tokens, returns the logits of the last one (n_vocab floats, valid until
+  // the next call). all_logits: every position's logits, row after row.
+  Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits = false);
+  int32_t n_past() const;
+  void reset();  // forget everything (empty KV cache)
+
+ private:
+  friend class Model;
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+class Model {
+ public:
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  // One-shot generation in a fresh session.
+  Result<std::string> generate(std::string_view prompt, const GenerationConfig& config) const;
+  Result<std::string> chat(const std::vector<ChatMessage>& messages, const GenerationConfig& config) const;
+  Result<Session> new_session() const;
+
+  Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
+                                        bool parse_special = true) const;
+  Result<std::string> detokenize(std::span<const int32_t> ids) const;
+  Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
+                                          bool add_generation_prompt = true) const;
+
+  const ModelInfo& info() const;
+  // The scheduler's plan for a step of n_tokens tokens (1 = decode).
+  Result<PlanSummary> plan(int32_t n_tokens) const;
+
+ private:
+  friend class ModelBuilder;
+  friend class Session;
+  struct Impl;
+  explicit Model(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(std::string path);
+  ModelBuilder& with_device(Device device);
+  ModelBuilder& with_threads(int32_t n_threads);  // 0: all physical cores
+  ModelBuilder& with_context(int32_t n_ctx);      // 0: min(model's trained context, 4096)
+  Result<Model> build() const;
+
+ private:
+  std::string path_;
+  Device device_ = Device::auto_select();
+  int32_t n_threads_ = 0;
+  int32_t n_ctx_ = 0;
+};
+
+// Library version, "0.1.0".
+std::string_view version();
+
+}  // namespace geniex

@@ -1,0 +1,48 @@
+// The CPU backend: runs every op of the Llama family on a persistent thread pool, with
+// kernels chosen at run time for the CPU's features (see backends/cpu/kernels.hpp).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "core/thread_pool.hpp"
+
+namespace geniex::backends {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int n_threads);
+
+  std::string_view name() const override { return "cpu"; }
+  DeviceKind kind() const override { return DeviceKind::Cpu; }
+  Support supports(const graph::Graph& g, const graph::Node& n) const override;
+  double estimate_us(const graph::Graph& g, const graph::Node& n) const override;
+  Result<std::unique_ptr<Buffer>> allocate(size_t bytes) override;
+  bool host_visible() const override { return true; }
+  Status compute(std::span<const int32_t> nodes, ExecContext& ctx) override;
+
+  int n_threads() const { return pool_.size(); }
+
+ private:
+  ThreadPool pool_;
+  std::vector<uint8_t> work_;  // scratch for quantized activations; grows, never shrinks
+};
+
+// Host memory aligned for SIMD, used by host-visible backends.
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(size_t bytes);
+  ~HostBuffer() override;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+  void* data() override { return data_; }
+  size_t size() const override { return size_; }
+  bool ok() const { return data_ != nullptr; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace geniex::backends

@@ -1,0 +1,37 @@
+// Element-wise CPU ops: Add, SwiGLU (silu(gate) * up) and Copy.
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/backend/ops.hpp"
+
+namespace geniex::backends::cpu_ops {
+
+void add(const OpArgs& a) {
+  const auto* x = static_cast<const float*>(a.src(0));
+  const auto* y = static_cast<const float*>(a.src(1));
+  auto* out = static_cast<float*>(a.dst());
+  int64_t i0, i1;
+  ThreadPool::split_range(a.node.n_elements(), a.ith, a.nth, &i0, &i1);
+  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] + y[i];
+}
+
+void swiglu(const OpArgs& a) {
+  const auto* g = static_cast<const float*>(a.src(0));
+  const auto* u = static_cast<const float*>(a.src(1));
+  auto* out = static_cast<float*>(a.dst());
+  int64_t i0, i1;
+  ThreadPool::split_range(a.node.n_elements(), a.ith, a.nth, &i0, &i1);
+  for (int64_t i = i0; i < i1; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void copy(const OpArgs& a) {
+  const auto total = static_cast<int64_t>(a.node.nbytes());
+  int64_t b0, b1;
+  ThreadPool::split_range(total, a.ith, a.nth, &b0, &b1);
+  if (b1 > b0) {
+    std::memcpy(static_cast<uint8_t*>(a.dst()) + b0, static_cast<const uint8_t*>(a.src(0)) + b0,
+                static_cast<size_t>(b1 - b0));
+  }
+}
+
+}  // namespace geniex::backends::cpu_ops

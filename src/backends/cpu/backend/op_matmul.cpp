@@ -1,0 +1,45 @@
+// MatMul on the CPU: activations are quantized once to the weight type's partner format
+// (e.g. Q8_1 for Q4_1), then every thread runs the gemm kernel on its share of weight rows.
+#include "backends/cpu/backend/ops.hpp"
+#include "backends/cpu/kernels.hpp"
+
+namespace geniex::backends::cpu_ops {
+
+void matmul(const OpArgs& a) {
+  const graph::Node& w = a.src_node(0);
+  const graph::Node& x = a.src_node(1);
+  const cpu::TypeKernels* k = cpu::kernels_for(w.type);
+  const int64_t n_in = w.ne[0];    // K
+  const int64_t n_out = w.ne[1];   // N
+  const int64_t n_tok = x.ne[1];   // T
+  const auto* xf = static_cast<const float*>(a.src(1));
+  auto* out = static_cast<float*>(a.dst());  // (T, N)
+
+  const void* act = xf;
+  size_t act_stride = static_cast<size_t>(n_in) * sizeof(float);
+  if (k->act_type != DType::F32) {
+    act_stride = static_cast<size_t>(row_bytes(k->act_type, n_in));
+    int64_t t0, t1;
+    ThreadPool::split_range(n_tok, a.ith, a.nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; ++t) {
+      k->quantize_act(xf + t * n_in, a.work + static_cast<size_t>(t) * act_stride, n_in);
+    }
+    a.pool.barrier();
+    act = a.work;
+  }
+
+  // Rows in chunks of 16 so kernels see whole micro-tiles; chunks dealt out evenly.
+  constexpr int64_t kRowAlign = 16;
+  const int64_t n_chunks = (n_out + kRowAlign - 1) / kRowAlign;
+  int64_t c0, c1;
+  ThreadPool::split_range(n_chunks, a.ith, a.nth, &c0, &c1);
+  const int64_t r0 = c0 * kRowAlign;
+  const int64_t r1 = std::min(n_out, c1 * kRowAlign);
+  if (r0 >= r1) return;
+  const size_t w_stride = static_cast<size_t>(row_bytes(w.type, n_in));
+  const auto* wdata = static_cast<const uint8_t*>(a.src(0));
+  k->gemm(n_in, wdata + static_cast<size_t>(r0) * w_stride, w_stride, r1 - r0, act, act_stride,
+          n_tok, out + r0, n_out);
+}
+
+}  // namespace geniex::backends::cpu_ops

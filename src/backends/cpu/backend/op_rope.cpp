@@ -1,0 +1,54 @@
+// Rotary position embedding on the CPU. Angles follow ggml's recurrence (theta multiplied
+// by base^(-2/n_rot) per pair, in float) so results match llama.cpp's bit for bit in spirit.
+#include <cmath>
+
+#include "backends/cpu/backend/ops.hpp"
+
+namespace geniex::backends::cpu_ops {
+
+void rope(const OpArgs& a) {
+  const graph::RopeParams& p = a.node.rope;
+  const auto* x = static_cast<const float*>(a.src(0));
+  const auto* pos = static_cast<const int32_t*>(a.src(1));
+  auto* y = static_cast<float*>(a.dst());
+  const int64_t width = a.node.ne[0];
+  const int64_t n_heads = width / p.head_dim;
+  const int64_t n_tok = a.node.ne[1];
+  const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
+  const int half = p.n_rot / 2;
+
+  float cos_cache[512];
+  float sin_cache[512];
+  int64_t t0, t1;
+  ThreadPool::split_range(n_tok, a.ith, a.nth, &t0, &t1);
+  for (int64_t t = t0; t < t1; ++t) {
+    float theta = static_cast<float>(pos[t]) * p.freq_scale;
+    for (int i = 0; i < half; ++i) {
+      cos_cache[i] = std::cos(theta);
+      sin_cache[i] = std::sin(theta);
+      theta *= theta_scale;
+    }
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* xh = x + t * width + h * p.head_dim;
+      float* yh = y + t * width + h * p.head_dim;
+      if (p.mode == graph::RopeMode::Normal) {
+        for (int i = 0; i < half; ++i) {
+          const float x0 = xh[2 * i];
+          const float x1 = xh[2 * i + 1];
+          yh[2 * i] = x0 * cos_cache[i] - x1 * sin_cache[i];
+          yh[2 * i + 1] = x0 * sin_cache[i] + x1 * cos_cache[i];
+        }
+      } else {
+        for (int i = 0; i < half; ++i) {
+          const float x0 = xh[i];
+          const float x1 = xh[i + half];
+          yh[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
+          yh[i + half] = x0 * sin_cache[i] + x1 * cos_cache[i];
+        }
+      }
+      for (int i = p.n_rot; i < p.head_dim; ++i) yh[i] = xh[i];
+    }
+  }
+}
+
+}  // namespace geniex::backends::cpu_ops

@@ -1,0 +1,37 @@
+// CPU op implementations. Each runs on thread ith of nth over its share of the work; ops
+// with internal phases call pool.barrier() the same number of times on every thread.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/backend.hpp"
+#include "core/thread_pool.hpp"
+
+namespace geniex::backends::cpu_ops {
+
+struct OpArgs {
+  const graph::Graph& graph;
+  const graph::Node& node;
+  ExecContext& ctx;
+  ThreadPool& pool;
+  uint8_t* work;  // scratch of at least work_bytes(node)
+  int ith;
+  int nth;
+
+  const void* src(int i) const { return ctx.data[static_cast<size_t>(node.src[static_cast<size_t>(i)])]; }
+  const graph::Node& src_node(int i) const { return graph.node(node.src[static_cast<size_t>(i)]); }
+  void* dst() const;
+};
+
+size_t work_bytes(const graph::Graph& g, const graph::Node& n);
+
+void get_rows(const OpArgs& a);
+void rms_norm(const OpArgs& a);
+void matmul(const OpArgs& a);
+void add(const OpArgs& a);
+void rope(const OpArgs& a);
+void attention(const OpArgs& a);
+void swiglu(const OpArgs& a);
+void copy(const OpArgs& a);
+
+}  // namespace geniex::backends::cpu_ops

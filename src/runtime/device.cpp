@@ -1,0 +1,54 @@
+// Declared device -> backends available in this build, in the documented fallback order
+// npu -> gpu -> cpu, with one line of reason per fallback.
+#include <string>
+
+#include "backends/cpu/backend/cpu_backend.hpp"
+#include "runtime/impl.hpp"
+
+namespace geniex {
+
+Result<Device> Device::parse(std::string_view name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "gpu") return Device::gpu();
+  if (name == "npu") return Device::npu();
+  if (name == "auto") return Device::auto_select();
+  return make_error(ErrorCode::InvalidArgument,
+                    "unknown device '" + std::string(name) + "' (expected cpu, gpu, npu or auto)");
+}
+
+std::string_view Device::name() const {
+  switch (kind_) {
+    case Kind::Cpu: return "cpu";
+    case Kind::Gpu: return "gpu";
+    case Kind::Npu: return "npu";
+    case Kind::Auto: return "auto";
+  }
+  return "?";
+}
+
+DeviceResolution resolve_device(Device device) {
+  // The backend registry: the explicit list of backends compiled into this build. Only the
+  // CPU backend exists so far; GPU (OpenCL, CUDA) and NPU backends join this list.
+  DeviceResolution r;
+  const bool want_npu = device.kind() == Device::Kind::Npu || device.kind() == Device::Kind::Auto;
+  const bool want_gpu = want_npu || device.kind() == Device::Kind::Gpu;
+  if (want_npu) r.notes.push_back("npu: no NPU backend in this build; falling back to gpu");
+  if (want_gpu) r.notes.push_back("gpu: no GPU backend in this build; falling back to cpu");
+  r.backend_names.push_back("cpu");
+  return r;
+}
+
+Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
+    const std::vector<std::string>& names, int32_t n_threads) {
+  std::vector<std::unique_ptr<backends::Backend>> out;
+  for (const std::string& name : names) {
+    if (name == "cpu") {
+      out.push_back(std::make_unique<backends::CpuBackend>(n_threads));
+    } else {
+      return make_error(ErrorCode::Unsupported, "backend '" + name + "' is not in this build");
+    }
+  }
+  return out;
+}
+
+}  // namespace geniex

@@ -1,0 +1,62 @@
+// Private state behind the public Model and Session handles.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "formats/gguf.hpp"
+#include "geniex/geniex.hpp"
+#include "kv/kv_cache.hpp"
+#include "models/architecture.hpp"
+#include "sched/scheduler.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace geniex {
+
+// Backends chosen for a declared device, in preference order, with one note per fallback.
+struct DeviceResolution {
+  std::vector<std::string> notes;
+  // Factories, so each Session gets backends of its own (they own thread pools and queues).
+  std::vector<std::string> backend_names;
+};
+DeviceResolution resolve_device(Device device);
+Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
+    const std::vector<std::string>& names, int32_t n_threads);
+
+struct Model::Impl {
+  std::string path;
+  gguf::File file;
+  std::unique_ptr<models::Architecture> arch;
+  std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::optional<Error> tokenizer_error;  // models without a supported tokenizer can still eval
+  std::optional<tok::ChatTemplate> chat_template;
+  ModelInfo info;
+  Device device = Device::auto_select();
+  std::vector<std::string> backend_names;
+  int32_t n_threads = 1;
+  int32_t n_ctx = 0;
+  int32_t n_batch = 512;  // most tokens per step; longer prompts are split
+
+  Result<const tok::Tokenizer*> require_tokenizer() const;
+};
+
+struct Session::Impl {
+  std::shared_ptr<const Model::Impl> model;
+  std::vector<std::unique_ptr<backends::Backend>> backends;
+  std::unique_ptr<sched::Scheduler> scheduler;
+  std::unique_ptr<kv::KvCache> kv;
+  std::vector<int32_t> history;  // tokens whose K/V are in the cache, in order
+  std::vector<float> logits;     // last eval's logits (n_vocab * rows)
+
+  static Result<std::unique_ptr<Impl>> create(std::shared_ptr<const Model::Impl> model);
+  Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits);
+  // Keeps the longest common prefix of history and tokens; returns how many tokens are new.
+  size_t reuse_prefix(const std::vector<int32_t>& tokens);
+  Result<std::string> generate_from(const std::vector<int32_t>& prompt, size_t reused,
+                                    const GenerationConfig& config);
+};
+
+}  // namespace geniex

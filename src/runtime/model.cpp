@@ -1,0 +1,209 @@
+// ModelBuilder and Model: load a GGUF file into an immutable, shareable model; one-shot
+// generation helpers; plans for inspection.
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <thread>
+
+#include "runtime/impl.hpp"
+
+namespace geniex {
+
+std::string_view version() { return "0.1.0"; }
+
+double GenerationStats::prefill_tokens_per_second() const {
+  const int32_t n = prompt_tokens - reused_prompt_tokens;
+  return prefill_ms > 0 ? n * 1000.0 / prefill_ms : 0.0;
+}
+
+double GenerationStats::decode_tokens_per_second() const {
+  return decode_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / decode_ms : 0.0;
+}
+
+Result<const tok::Tokenizer*> Model::Impl::require_tokenizer() const {
+  if (tokenizer) return tokenizer.get();
+  return tokenizer_error.value_or(make_error(ErrorCode::Internal, "tokenizer missing"));
+}
+
+ModelBuilder::ModelBuilder(std::string path) : path_(std::move(path)) {}
+ModelBuilder& ModelBuilder::with_device(Device device) {
+  device_ = device;
+  return *this;
+}
+ModelBuilder& ModelBuilder::with_threads(int32_t n_threads) {
+  n_threads_ = n_threads;
+  return *this;
+}
+ModelBuilder& ModelBuilder::with_context(int32_t n_ctx) {
+  n_ctx_ = n_ctx;
+  return *this;
+}
+
+namespace {
+
+Result<Model> build_model(const std::string& path, Device device, int32_t n_threads, int32_t n_ctx) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (n_threads < 0) return make_error(ErrorCode::InvalidArgument, "threads must be >= 0");
+  if (n_ctx < 0) return make_error(ErrorCode::InvalidArgument, "context size must be >= 0");
+  auto impl = std::make_shared<Model::Impl>();
+  impl->path = path;
+  GX_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
+  GX_ASSIGN_OR_RETURN(impl->arch, models::load_architecture(impl->file));
+  const models::HParams& hp = impl->arch->hparams();
+
+  auto tokenizer = tok::Tokenizer::from_gguf(impl->file);
+  if (tokenizer) {
+    impl->tokenizer = std::move(tokenizer).value();
+    if (impl->tokenizer->n_vocab() != hp.n_vocab) {
+      return make_error(ErrorCode::InvalidFormat,
+                        "tokenizer has " + std::to_string(impl->tokenizer->n_vocab()) +
+                            " tokens but token_embd.weight has " + std::to_string(hp.n_vocab) + " rows");
+    }
+    const std::string& tmpl = impl->tokenizer->chat_template();
+    if (!tmpl.empty()) {
+      auto parsed = tok::ChatTemplate::parse(tmpl);
+      if (!parsed) {
+        return make_error(parsed.error().code, "chat template: " + parsed.error().message);
+      }
+      impl->chat_template = std::move(parsed).value();
+    }
+  } else {
+    impl->tokenizer_error = tokenizer.error();
+  }
+
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  impl->n_threads = n_threads > 0 ? n_threads : static_cast<int32_t>(hw);
+  impl->n_ctx = n_ctx > 0 ? n_ctx : std::min(hp.n_ctx_train, 4096);
+  impl->device = device;
+  DeviceResolution res = resolve_device(device);
+  impl->backend_names = res.backend_names;
+
+  ModelInfo& info = impl->info;
+  info.path = path;
+  info.architecture = hp.architecture;
+  if (auto name = impl->file.get_string("general.name")) info.name = *name;
+  info.file_bytes = static_cast<int64_t>(impl->file.mapping()->size());
+  for (const graph::WeightRef* w : impl->arch->weights()) {
+    info.n_params += w->ne[0] * w->ne[1] * w->ne[2] * w->ne[3];
+  }
+  info.n_vocab = hp.n_vocab;
+  info.n_layer = hp.n_layer;
+  info.n_embd = hp.n_embd;
+  info.n_head = hp.n_head;
+  info.n_head_kv = hp.n_head_kv;
+  info.n_ctx_train = hp.n_ctx_train;
+  info.n_ctx = impl->n_ctx;
+  info.n_threads = impl->n_threads;
+  info.device = std::string(device.name());
+  info.backends = res.backend_names;
+  info.device_notes = res.notes;
+  if (impl->n_ctx > hp.n_ctx_train) {
+    info.device_notes.push_back("context " + std::to_string(impl->n_ctx) +
+                                " exceeds the trained context " + std::to_string(hp.n_ctx_train));
+  }
+  info.kv_cache_bytes = int64_t{2} * hp.n_layer * impl->n_ctx * hp.n_head_kv * hp.head_dim * 2;
+  info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return Model(std::move(impl));
+}
+
+}  // namespace
+
+Result<Model> ModelBuilder::build() const {
+  try {
+    return build_model(path_, device_, n_threads_, n_ctx_);
+  } catch (const std::bad_alloc&) {
+    return make_error(ErrorCode::OutOfMemory, "out of memory while loading '" + path_ + "'");
+  } catch (const std::exception& e) {
+    return make_error(ErrorCode::Internal, std::string("unexpected exception: ") + e.what());
+  }
+}
+
+Model::Model(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+const ModelInfo& Model::info() const { return impl_->info; }
+
+Result<Session> Model::new_session() const {
+  GX_ASSIGN_OR_RETURN(auto s, Session::Impl::create(impl_));
+  return Session(std::move(s));
+}
+
+Result<std::string> Model::generate(std::string_view prompt, const GenerationConfig& config) const {
+  GX_ASSIGN_OR_RETURN(Session s, new_session());
+  return s.generate(prompt, config);
+}
+
+Result<std::string> Model::chat(const std::vector<ChatMessage>& messages,
+                                const GenerationConfig& config) const {
+  GX_ASSIGN_OR_RETURN(Session s, new_session());
+  return s.chat(messages, config);
+}
+
+Result<std::vector<int32_t>> Model::tokenize(std::string_view text, bool add_special,
+                                             bool parse_special) const {
+  GX_ASSIGN_OR_RETURN(const tok::Tokenizer* t, impl_->require_tokenizer());
+  return t->encode(text, add_special, parse_special);
+}
+
+Result<std::string> Model::detokenize(std::span<const int32_t> ids) const {
+  GX_ASSIGN_OR_RETURN(const tok::Tokenizer* t, impl_->require_tokenizer());
+  return t->decode(ids, false);
+}
+
+Result<std::string> Model::apply_chat_template(const std::vector<ChatMessage>& messages,
+                                               bool add_generation_prompt) const {
+  GX_ASSIGN_OR_RETURN(const tok::Tokenizer* t, impl_->require_tokenizer());
+  if (!impl_->chat_template) {
+    return make_error(ErrorCode::NotFound, "model has no chat template (tokenizer.chat_template)");
+  }
+  std::vector<tok::ChatMessage> msgs;
+  msgs.reserve(messages.size());
+  for (const ChatMessage& m : messages) msgs.push_back({m.role, m.content});
+  return impl_->chat_template->render(msgs, add_generation_prompt, t->token_bytes(t->bos_id()),
+                                      t->token_bytes(t->eos_id()));
+}
+
+Result<PlanSummary> Model::plan(int32_t n_tokens) const {
+  if (n_tokens <= 0 || n_tokens > impl_->n_batch) {
+    return make_error(ErrorCode::InvalidArgument, "plan: n_tokens must be in [1, " +
+                                                      std::to_string(impl_->n_batch) + "]");
+  }
+  GX_ASSIGN_OR_RETURN(auto backends, create_backends(impl_->backend_names, 1));
+  std::vector<backends::Backend*> ptrs;
+  for (auto& b : backends) ptrs.push_back(b.get());
+  sched::Scheduler scheduler(ptrs);
+  const graph::Graph g = impl_->arch->build_graph({n_tokens, 1});
+  GX_ASSIGN_OR_RETURN(auto plan, scheduler.plan(g));
+  PlanSummary out;
+  out.n_tokens = n_tokens;
+  out.n_splits = static_cast<int32_t>(plan->splits.size());
+  out.n_copies = plan->n_copies;
+  out.planning_ms = plan->planning_ms;
+  for (size_t b = 0; b < ptrs.size(); ++b) {
+    out.activation_bytes.emplace_back(std::string(ptrs[b]->name()), plan->arena_bytes[b]);
+  }
+  const graph::Graph& pg = plan->graph;
+  for (int32_t i = 0; i < pg.size(); ++i) {
+    const graph::Node& n = pg.node(i);
+    if (n.op == graph::Op::Weight) continue;
+    PlanRow row;
+    row.node = i;
+    row.name = n.name;
+    row.op = std::string(graph::op_name(n.op));
+    const DType shown = (n.op == graph::Op::MatMul || n.op == graph::Op::GetRows)
+                            ? pg.node(n.src[0]).type
+                            : n.type;
+    row.type = std::string(dtype_name(shown));
+    row.shape = graph::shape_string(n);
+    const int32_t b = plan->backend_of[static_cast<size_t>(i)];
+    row.backend = b >= 0 ? std::string(ptrs[static_cast<size_t>(b)]->name()) : "-";
+    row.reason = plan->reason[static_cast<size_t>(i)];
+    row.layer = n.layer;
+    out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace geniex

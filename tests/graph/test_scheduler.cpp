@@ -1,0 +1,221 @@
+// Scheduler tests: placement by capability with fallback reasons, copies between backends,
+// liveness-based memory reuse, plan caching, and results of mixed plans equal to CPU-only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "../common/test_backends.hpp"
+#include "../common/tiny_model.hpp"
+#include "kv/kv_cache.hpp"
+#include "models/architecture.hpp"
+#include "sched/scheduler.hpp"
+
+namespace geniex {
+namespace {
+
+struct Fixture {
+  gguf::File file;
+  std::unique_ptr<models::Architecture> arch;
+};
+
+Fixture load_tiny(const testing::TinyLlamaConfig& cfg = {}) {
+  const std::vector<uint8_t> bytes = testing::make_tiny_llama(cfg);
+  auto file = gguf::File::parse(MappedFile::from_bytes(bytes.data(), bytes.size()));
+  EXPECT_TRUE(file.has_value()) << (file ? "" : file.error().to_string());
+  Fixture f{std::move(file).value(), nullptr};
+  auto arch = models::load_architecture(f.file);
+  EXPECT_TRUE(arch.has_value()) << (arch ? "" : arch.error().to_string());
+  f.arch = std::move(arch).value();
+  return f;
+}
+
+// Runs a prompt then a few single-token steps; returns all logits, step after step.
+std::vector<float> run_steps(const models::Architecture& arch, sched::Scheduler& sched,
+                             const std::vector<int32_t>& prompt, int n_decode) {
+  const models::HParams& hp = arch.hparams();
+  kv::KvConfig kc;
+  kc.n_layer = hp.n_layer;
+  kc.n_head_kv = hp.n_head_kv;
+  kc.head_dim = hp.head_dim;
+  kc.n_ctx = 64;
+  kc.block_size = 4;  // small blocks: attention crosses block boundaries
+  auto cache = kv::PagedKvCache::create(kc);
+  EXPECT_TRUE(cache.has_value());
+  std::vector<float> all;
+  std::vector<int32_t> tokens = prompt;
+  int32_t pos = 0;
+  for (int step = 0; step <= n_decode; ++step) {
+    std::vector<int32_t> positions(tokens.size()), seqs(tokens.size(), 0);
+    for (size_t i = 0; i < tokens.size(); ++i) positions[i] = pos + static_cast<int32_t>(i);
+    const std::vector<int32_t> out_rows = {static_cast<int32_t>(tokens.size() - 1)};
+    EXPECT_TRUE((*cache)->begin_batch(seqs, positions).has_value());
+    const graph::Graph g = arch.build_graph({static_cast<int32_t>(tokens.size()), 1});
+    auto plan = sched.plan(g);
+    EXPECT_TRUE(plan.has_value()) << (plan ? "" : plan.error().to_string());
+    backends::StepData sd{tokens, positions, seqs, out_rows, cache->get()};
+    auto out = sched.execute(**plan, sd);
+    EXPECT_TRUE(out.has_value()) << (out ? "" : out.error().to_string());
+    all.insert(all.end(), *out, *out + hp.n_vocab);
+    pos += static_cast<int32_t>(tokens.size());
+    // next token: argmax, so a wrong step changes the whole continuation
+    int32_t best = 0;
+    for (int32_t v = 1; v < hp.n_vocab; ++v) if ((*out)[v] > (*out)[best]) best = v;
+    tokens = {best};
+  }
+  return all;
+}
+
+TEST(Scheduler, CpuOnlyPlacesEverythingOnCpu) {
+  Fixture f = load_tiny();
+  backends::CpuBackend cpu(2);
+  sched::Scheduler s({&cpu});
+  auto plan = s.plan(f.arch->build_graph({5, 1}));
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ((*plan)->n_copies, 0);
+  EXPECT_EQ((*plan)->splits.size(), 1u);
+  for (int32_t i = 0; i < (*plan)->graph.size(); ++i) {
+    const auto& n = (*plan)->graph.node(i);
+    if (n.op == graph::Op::Weight) {
+      EXPECT_EQ((*plan)->backend_of[static_cast<size_t>(i)], -1);
+      continue;
+    }
+    EXPECT_EQ((*plan)->backend_of[static_cast<size_t>(i)], 0) << n.name;
+  }
+}
+
+TEST(Scheduler, FallbackRecordsReasonAndInsertsCopies) {
+  Fixture f = load_tiny();
+  testing::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
+  backends::CpuBackend cpu(2);
+  sched::Scheduler s({&partial, &cpu});
+  auto plan = s.plan(f.arch->build_graph({3, 1}));
+  ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+  const sched::Plan& p = **plan;
+  int on_partial = 0, copies = 0;
+  for (int32_t i = 0; i < p.graph.size(); ++i) {
+    const graph::Node& n = p.graph.node(i);
+    const int32_t b = p.backend_of[static_cast<size_t>(i)];
+    if (n.op == graph::Op::MatMul) {
+      const DType w = p.graph.node(n.src[0]).type;
+      const bool ok = w == DType::Q8_0 || w == DType::F32;
+      EXPECT_EQ(b, ok ? 0 : 1) << n.name;
+      if (!ok) {
+        EXPECT_NE(p.reason[static_cast<size_t>(i)].find("fallback: matmul-only: no"), std::string::npos);
+      }
+      on_partial += ok;
+    }
+    if (n.op == graph::Op::RmsNorm) {
+      EXPECT_EQ(b, 1);
+      EXPECT_EQ(p.reason[static_cast<size_t>(i)], "fallback: matmul-only: only matmul");
+    }
+    if (n.op == graph::Op::Copy) {
+      ++copies;
+      // A copy lives on the backend of its reader and reads from the other one.
+      EXPECT_NE(p.backend_of[static_cast<size_t>(n.src[0])], b);
+    }
+    // Every non-weight input of a node lives on the node's own backend.
+    if (n.op != graph::Op::Copy && n.op != graph::Op::Weight && n.op != graph::Op::Input) {
+      for (int32_t src : n.src) {
+        if (src < 0 || p.graph.node(src).op == graph::Op::Weight) continue;
+        EXPECT_EQ(p.backend_of[static_cast<size_t>(src)], b) << n.name << " reads " << p.graph.node(src).name;
+      }
+    }
+  }
+  // q, k, v, ffn_down per layer are Q8_0 and ffn_up is f32: 5 matmuls per layer.
+  EXPECT_EQ(on_partial, 5 * 2);
+  EXPECT_EQ(copies, p.n_copies);
+  EXPECT_GT(copies, 0);
+  EXPECT_GT(p.splits.size(), 2u);
+}
+
+TEST(Scheduler, NoCapableBackendIsAnError) {
+  Fixture f = load_tiny();
+  testing::MatMulOnlyBackend partial({DType::Q8_0});
+  sched::Scheduler s({&partial});
+  auto plan = s.plan(f.arch->build_graph({1, 1}));
+  ASSERT_FALSE(plan.has_value());
+  EXPECT_EQ(plan.error().code, ErrorCode::Unsupported);
+  EXPECT_NE(plan.error().message.find("no backend can run node"), std::string::npos);
+}
+
+TEST(Scheduler, MemoryPlanReusesWithoutOverlap) {
+  Fixture f = load_tiny();
+  testing::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
+  backends::CpuBackend cpu(1);
+  sched::Scheduler s({&partial, &cpu});
+  auto plan = s.plan(f.arch->build_graph({7, 2}));
+  ASSERT_TRUE(plan.has_value());
+  const sched::Plan& p = **plan;
+  const auto n = static_cast<size_t>(p.graph.size());
+  std::vector<int32_t> last(n, -1);
+  for (int32_t i = 0; i < p.graph.size(); ++i)
+    for (int32_t src : p.graph.node(i).src) if (src >= 0) last[static_cast<size_t>(src)] = i;
+  last[static_cast<size_t>(p.graph.output())] = p.graph.size();
+  std::vector<int64_t> total(2, 0);
+  for (size_t a = 0; a < n; ++a) {
+    if (p.offset[a] < 0) continue;
+    const int64_t sa = static_cast<int64_t>(p.graph.node(static_cast<int32_t>(a)).nbytes());
+    total[static_cast<size_t>(p.backend_of[a])] += sa;
+    EXPECT_LE(p.offset[a] + sa, p.arena_bytes[static_cast<size_t>(p.backend_of[a])]);
+    for (size_t b = a + 1; b < n; ++b) {
+      if (p.offset[b] < 0 || p.backend_of[a] != p.backend_of[b]) continue;
+      // Lifetimes (inputs are written before the first node runs): closed intervals.
+      auto start = [&](size_t x) -> int64_t {
+        return p.graph.node(static_cast<int32_t>(x)).op == graph::Op::Input ? 0 : static_cast<int64_t>(x);
+      };
+      auto end = [&](size_t x) { return std::max<int64_t>(static_cast<int64_t>(x), last[x]); };
+      if (start(a) > end(b) || start(b) > end(a)) continue;
+      const int64_t sb = static_cast<int64_t>(p.graph.node(static_cast<int32_t>(b)).nbytes());
+      const bool disjoint = p.offset[a] + sa <= p.offset[b] || p.offset[b] + sb <= p.offset[a];
+      EXPECT_TRUE(disjoint) << p.graph.node(static_cast<int32_t>(a)).name << " overlaps "
+                            << p.graph.node(static_cast<int32_t>(b)).name;
+    }
+  }
+  // Reuse: the arena is far smaller than the sum of all activations.
+  EXPECT_LT(p.arena_bytes[1] * 2, total[1]);
+}
+
+TEST(Scheduler, PlansAreCachedBySignature) {
+  Fixture f = load_tiny();
+  backends::CpuBackend cpu(1);
+  sched::Scheduler s({&cpu});
+  auto a = s.plan(f.arch->build_graph({1, 1}));
+  auto b = s.plan(f.arch->build_graph({1, 1}));
+  auto c = s.plan(f.arch->build_graph({4, 1}));
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(a->get(), b->get());
+  EXPECT_NE(a->get(), c->get());
+  EXPECT_EQ(s.cached_plans(), 2u);
+}
+
+TEST(Scheduler, MixedPlanMatchesCpuOnly) {
+  Fixture f = load_tiny();
+  const std::vector<int32_t> prompt = {3, 17, 42, 5, 88, 1, 60};
+  backends::CpuBackend cpu_a(2);
+  sched::Scheduler only_cpu({&cpu_a});
+  const std::vector<float> ref = run_steps(*f.arch, only_cpu, prompt, 6);
+
+  testing::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
+  backends::CpuBackend cpu_b(2);
+  sched::Scheduler mixed({&partial, &cpu_b});
+  const std::vector<float> got = run_steps(*f.arch, mixed, prompt, 6);
+  EXPECT_GT(partial.nodes_run, 0);
+  ASSERT_EQ(ref.size(), got.size());
+  float max_diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) max_diff = std::max(max_diff, std::fabs(ref[i] - got[i]));
+  // Same kernels on the same rows: identical results.
+  EXPECT_EQ(max_diff, 0.0f);
+}
+
+TEST(Scheduler, ThreadCountDoesNotChangeResults) {
+  Fixture f = load_tiny();
+  const std::vector<int32_t> prompt = {9, 8, 7, 6, 5, 4, 3, 2, 1};
+  backends::CpuBackend one(1), three(3);
+  sched::Scheduler s1({&one}), s3({&three});
+  EXPECT_EQ(run_steps(*f.arch, s1, prompt, 4), run_steps(*f.arch, s3, prompt, 4));
+}
+
+}  // namespace
+}  // namespace geniex
