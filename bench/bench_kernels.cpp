@@ -1,0 +1,133 @@
+// Gemm throughput of the CPU kernels at SmolLM2-135M shapes: decode (1 column, reported as
+// GB/s of weight bytes streamed) and prefill (64 columns, reported as GFLOP/s).
+// Rates use CPU time (the build machines are shared). Run with GENIEX_CPU_DISABLE=avx2 to
+// measure the scalar tables.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels.hpp"
+#include "core/dtype.hpp"
+#include "quant/quant.hpp"
+
+namespace {
+
+using geniex::DType;
+
+struct Problem {
+  std::vector<uint8_t> w, a;
+  std::vector<float> out;
+  size_t w_stride = 0, a_stride = 0;
+};
+
+Problem make_problem(const geniex::cpu::TypeKernels& k, int64_t rows, int64_t n, int64_t cols) {
+  Problem p;
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> src(static_cast<size_t>(n));
+  p.w_stride = static_cast<size_t>(geniex::row_bytes(k.type, n));
+  p.a_stride = static_cast<size_t>(geniex::row_bytes(k.act_type, n));
+  p.w.resize(p.w_stride * static_cast<size_t>(rows));
+  // Quantize a few distinct rows and repeat them: the reference K-quantizers are slow and
+  // the kernel's speed does not depend on the values.
+  constexpr int64_t kDistinct = 16;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r < kDistinct) {
+      for (auto& v : src) v = dist(rng);
+      geniex::quant::quantize_row_ref(k.type, src.data(), p.w.data() + r * p.w_stride, n);
+    } else {
+      std::copy_n(p.w.data() + (r % kDistinct) * p.w_stride, p.w_stride,
+                  p.w.data() + r * p.w_stride);
+    }
+  }
+  p.a.resize(p.a_stride * static_cast<size_t>(cols));
+  for (int64_t c = 0; c < cols; ++c) {
+    for (auto& v : src) v = dist(rng);
+    k.quantize_act(src.data(), p.a.data() + c * p.a_stride, n);
+  }
+  p.out.resize(static_cast<size_t>(rows * cols));
+  return p;
+}
+
+// args: weight type id, rows, n (row length), cols
+void BM_gemm(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t rows = state.range(1), n = state.range(2), cols = state.range(3);
+  const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for(type);
+  if (k == nullptr) {
+    state.SkipWithError("no kernels for type");
+    return;
+  }
+  Problem p = make_problem(*k, rows, n, cols);
+  for (auto _ : state) {
+    k->gemm(n, p.w.data(), p.w_stride, rows, p.a.data(), p.a_stride, cols, p.out.data(), rows);
+    benchmark::DoNotOptimize(p.out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(geniex::dtype_name(type)) + "/" + k->isa);
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(iters * static_cast<double>(p.w.size()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      iters * 2.0 * static_cast<double>(rows * n * cols) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16}) {
+    const auto id = static_cast<int64_t>(t);
+    for (int64_t cols : {1, 64}) {
+      b->Args({id, 1536, 576, cols});    // ffn up/gate
+      b->Args({id, 576, 1536, cols});    // ffn down
+      b->Args({id, 49152, 576, cols});   // output / embedding
+    }
+  }
+  b->ArgNames({"type", "rows", "n", "cols"});
+}
+BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
+
+// The memory floor: plain streaming read of a buffer larger than the last-level cache, run in
+// the same process so the decode GB/s above can be read as a fraction of it.
+void BM_read_bandwidth(benchmark::State& state) {
+  const size_t n = static_cast<size_t>(state.range(0)) << 20;
+  std::vector<uint64_t> buf(n / sizeof(uint64_t), 1);
+  for (auto _ : state) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= buf.size(); i += 4) {
+      s0 += buf[i];
+      s1 += buf[i + 1];
+      s2 += buf[i + 2];
+      s3 += buf[i + 3];
+    }
+    benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(n) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_read_bandwidth)->Arg(128)->Unit(benchmark::kMillisecond);
+
+void BM_quantize_act(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t n = 576 * 64;
+  const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for(type);
+  std::vector<float> src(static_cast<size_t>(n));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : src) v = dist(rng);
+  std::vector<uint8_t> dst(static_cast<size_t>(geniex::row_bytes(k->act_type, n)));
+  for (auto _ : state) {
+    k->quantize_act(src.data(), dst.data(), n);
+    benchmark::DoNotOptimize(dst.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_quantize_act)
+    ->Arg(static_cast<int64_t>(DType::Q4_1))
+    ->Arg(static_cast<int64_t>(DType::Q8_0))
+    ->Arg(static_cast<int64_t>(DType::Q4_K));
+
+}  // namespace
+
+BENCHMARK_MAIN();

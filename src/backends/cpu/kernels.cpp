@@ -1,0 +1,155 @@
+// Kernel registry: the scalar tables (wrapping the quant/ references), run-time choice
+// between them and the SIMD tables, and the f32 helpers' dispatch.
+#include "backends/cpu/kernels.hpp"
+
+#include <cstring>
+
+#include "backends/cpu/kernels_internal.hpp"
+#include "core/cpu_features.hpp"
+#include "core/fp16.hpp"
+#include "quant/quant.hpp"
+
+namespace geniex::cpu {
+namespace {
+
+template <DType W>
+void scalar_dequantize(const void* src, float* dst, int64_t n) {
+  quant::dequantize_row_ref(W, src, dst, n);
+}
+
+template <DType W>
+void scalar_quantize_act(const float* src, void* dst, int64_t n) {
+  quant::quantize_row_ref(quant::vec_dot_type(W), src, dst, n);
+}
+
+template <DType W>
+void scalar_gemm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
+                 size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  for (int64_t c = 0; c < n_cols; ++c) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      out[c * out_stride + r] = quant::vec_dot_ref(W, wb + static_cast<size_t>(r) * w_stride,
+                                                   ab + static_cast<size_t>(c) * a_stride, n);
+    }
+  }
+}
+
+template <DType W>
+constexpr TypeKernels scalar_entry() {
+  return TypeKernels{W,
+                     W == DType::Q4_0 || W == DType::Q8_0 ? DType::Q8_0
+                     : W == DType::Q4_1                   ? DType::Q8_1
+                     : W == DType::Q4_K || W == DType::Q5_K || W == DType::Q6_K
+                         ? DType::Q8_K
+                         : W,
+                     "scalar",
+                     &scalar_dequantize<W>,
+                     &scalar_quantize_act<W>,
+                     &scalar_gemm<W>};
+}
+
+constexpr TypeKernels kScalar[] = {
+    scalar_entry<DType::F32>(),  scalar_entry<DType::F16>(),  scalar_entry<DType::BF16>(),
+    scalar_entry<DType::Q4_0>(), scalar_entry<DType::Q4_1>(), scalar_entry<DType::Q8_0>(),
+    scalar_entry<DType::Q4_K>(), scalar_entry<DType::Q5_K>(), scalar_entry<DType::Q6_K>(),
+};
+
+const TypeKernels* scalar_kernels(DType t) {
+  for (const auto& k : kScalar) {
+    if (k.type == t) return &k;
+  }
+  return nullptr;
+}
+
+bool avx2_usable() {
+  const CpuFeatures& f = cpu_features();
+  return f.avx2 && f.fma && f.f16c;
+}
+
+// ---- scalar f32 helpers ----------------------------------------------------------------------
+
+float scalar_dot_f32(const float* a, const float* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+void scalar_axpy_f32(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+void scalar_fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(src[i]);
+}
+void scalar_f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_fp16(src[i]);
+}
+float scalar_dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * fp16_to_f32(b[i]);
+  return s;
+}
+void scalar_axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * fp16_to_f32(x[i]);
+}
+
+struct Helpers {
+  float (*dot_f32)(const float*, const float*, int64_t);
+  void (*axpy_f32)(float, const float*, float*, int64_t);
+  void (*fp16_to_f32_row)(const uint16_t*, float*, int64_t);
+  void (*f32_to_fp16_row)(const float*, uint16_t*, int64_t);
+  float (*dot_f32_f16)(const float*, const uint16_t*, int64_t);
+  void (*axpy_f16)(float, const uint16_t*, float*, int64_t);
+};
+
+const Helpers& helpers() {
+  static const Helpers h = [] {
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+    if (avx2_usable()) {
+      return Helpers{&avx2::dot_f32,         &avx2::axpy_f32,    &avx2::fp16_to_f32_row,
+                     &avx2::f32_to_fp16_row, &avx2::dot_f32_f16, &avx2::axpy_f16};
+    }
+#endif
+    return Helpers{&scalar_dot_f32,         &scalar_axpy_f32,    &scalar_fp16_to_f32_row,
+                   &scalar_f32_to_fp16_row, &scalar_dot_f32_f16, &scalar_axpy_f16};
+  }();
+  return h;
+}
+
+}  // namespace
+
+const TypeKernels* kernels_for(DType weight_type) {
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+  if (avx2_usable()) {
+    if (const TypeKernels* k = avx2::kernels(weight_type)) return k;
+  }
+#endif
+  return scalar_kernels(weight_type);
+}
+
+const TypeKernels* kernels_for_isa(DType weight_type, const char* isa) {
+  if (isa == nullptr) return nullptr;
+  if (std::strcmp(isa, "scalar") == 0) return scalar_kernels(weight_type);
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+  if (std::strcmp(isa, "avx2") == 0) return avx2_usable() ? avx2::kernels(weight_type) : nullptr;
+#endif
+  return nullptr;
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) { return helpers().dot_f32(a, b, n); }
+void axpy_f32(float alpha, const float* x, float* y, int64_t n) {
+  helpers().axpy_f32(alpha, x, y, n);
+}
+void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n) {
+  helpers().fp16_to_f32_row(src, dst, n);
+}
+void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) {
+  helpers().f32_to_fp16_row(src, dst, n);
+}
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
+  return helpers().dot_f32_f16(a, b, n);
+}
+void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
+  helpers().axpy_f16(alpha, x, y, n);
+}
+
+}  // namespace geniex::cpu

@@ -1,0 +1,26 @@
+// Private interface between the ISA-independent kernel registry (kernels.cpp) and the
+// per-ISA kernel files, which the build includes only on matching architectures.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/kernels.hpp"
+
+namespace geniex::cpu {
+
+#if defined(__x86_64__) || defined(_M_X64)
+#define GENIEX_HAVE_AVX2_KERNELS 1
+namespace avx2 {
+// Kernel table of weight type t compiled for AVX2+FMA+F16C; nullptr for types without one.
+// Callers must check cpu_features() first: these functions execute AVX2 instructions.
+const TypeKernels* kernels(DType t);
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float alpha, const float* x, float* y, int64_t n);
+void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n);
+void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
+}  // namespace avx2
+#endif
+
+}  // namespace geniex::cpu

@@ -1,0 +1,314 @@
+// Scalar reference quantizers, dequantizers and dot products for the GGUF block formats.
+// The arithmetic follows ggml's reference code step for step (same rounding helpers, same
+// order of float operations where it changes results), so that files quantized here and by
+// llama.cpp agree and GenieX's logits match llama.cpp's on the same weights.
+#include "quant/quant.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.hpp"
+#include "quant/quant_k.hpp"
+
+namespace geniex::quant {
+namespace {
+
+inline float h2f(uint16_t h) { return fp16_to_f32(h); }
+inline uint16_t f2h(float f) { return f32_to_fp16(f); }
+
+// ---- plain types ---------------------------------------------------------------------------
+
+void dequantize_f16(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(s[i]);
+}
+void quantize_f16(const float* src, void* dst, int64_t n) {
+  auto* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_fp16(src[i]);
+}
+void dequantize_bf16(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+}
+void quantize_bf16(const float* src, void* dst, int64_t n) {
+  auto* d = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+}
+
+// ---- 32-element block formats ----------------------------------------------------------------
+
+// Q4_0: d = max / -8 where max is the signed element of largest magnitude, q = x/d + 8.
+void quantize_q4_0(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ4_0*>(dst);
+  const int64_t nb = n / kQK4_0;
+  for (int64_t i = 0; i < nb; ++i, x += kQK4_0) {
+    float amax = 0.0f;
+    float max = 0.0f;
+    for (int j = 0; j < kQK4_0; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f2h(d);
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      // Truncation toward zero of (v + 8.5) after the int8 cast, as ggml does.
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+      const int q1 =
+          std::min(15, static_cast<int>(static_cast<int8_t>(x[j + kQK4_0 / 2] * id + 8.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+void dequantize_q4_0(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_0*>(src);
+  const int64_t nb = n / kQK4_0;
+  for (int64_t i = 0; i < nb; ++i, y += kQK4_0) {
+    const float d = h2f(x[i].d);
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      y[j] = static_cast<float>((x[i].qs[j] & 0x0f) - 8) * d;
+      y[j + kQK4_0 / 2] = static_cast<float>((x[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+// Q4_1: d = (max - min) / 15, m = min, q = (x - min)/d.
+void quantize_q4_1(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ4_1*>(dst);
+  const int64_t nb = n / kQK4_1;
+  for (int64_t i = 0; i < nb; ++i, x += kQK4_1) {
+    float min = FLT_MAX;
+    float max = -FLT_MAX;
+    for (int j = 0; j < kQK4_1; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / 15.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f2h(d);
+    y[i].m = f2h(min);
+    for (int j = 0; j < kQK4_1 / 2; ++j) {
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - min) * id + 0.5f)));
+      const int q1 = std::min(
+          15, static_cast<int>(static_cast<int8_t>((x[j + kQK4_1 / 2] - min) * id + 0.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+void dequantize_q4_1(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_1*>(src);
+  const int64_t nb = n / kQK4_1;
+  for (int64_t i = 0; i < nb; ++i, y += kQK4_1) {
+    const float d = h2f(x[i].d);
+    const float m = h2f(x[i].m);
+    for (int j = 0; j < kQK4_1 / 2; ++j) {
+      y[j] = static_cast<float>(x[i].qs[j] & 0x0f) * d + m;
+      y[j + kQK4_1 / 2] = static_cast<float>(x[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+// Q8_0: d = amax / 127, q = roundf(x / d) (round half away from zero).
+void quantize_q8_0(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_0*>(dst);
+  const int64_t nb = n / kQK8_0;
+  for (int64_t i = 0; i < nb; ++i, x += kQK8_0) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f2h(d);
+    for (int j = 0; j < kQK8_0; ++j) y[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+  }
+}
+void dequantize_q8_0(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ8_0*>(src);
+  const int64_t nb = n / kQK8_0;
+  for (int64_t i = 0; i < nb; ++i, y += kQK8_0) {
+    const float d = h2f(x[i].d);
+    for (int j = 0; j < kQK8_0; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
+// Q8_1: as Q8_0, plus s = d * sum(q) for the min term of Q4_1 dot products.
+void quantize_q8_1(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ8_1*>(dst);
+  const int64_t nb = n / kQK8_1;
+  for (int64_t i = 0; i < nb; ++i, x += kQK8_1) {
+    float amax = 0.0f;
+    for (int j = 0; j < kQK8_1; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f2h(d);
+    int sum = 0;
+    for (int j = 0; j < kQK8_1; ++j) {
+      y[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+      sum += y[i].qs[j];
+    }
+    y[i].s = f2h(static_cast<float>(sum) * d);
+  }
+}
+void dequantize_q8_1(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ8_1*>(src);
+  const int64_t nb = n / kQK8_1;
+  for (int64_t i = 0; i < nb; ++i, y += kQK8_1) {
+    const float d = h2f(x[i].d);
+    for (int j = 0; j < kQK8_1; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
+// ---- dot products ----------------------------------------------------------------------------
+// Plain types accumulate in double: the reference is the most accurate answer, and kernels
+// (f32 accumulators) are compared to it within a tolerance.
+
+float dot_f32(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const float*>(w);
+  const auto* y = static_cast<const float*>(a);
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(y[i]);
+  return static_cast<float>(s);
+}
+// F16 weights are dotted with F16 activations (as ggml's vec_dot_f16), each product in f32
+// precision exactly, the sum in double.
+float dot_f16(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  const auto* y = static_cast<const uint16_t*>(a);
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    s += static_cast<double>(fp16_to_f32(x[i])) * static_cast<double>(fp16_to_f32(y[i]));
+  }
+  return static_cast<float>(s);
+}
+float dot_bf16(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const uint16_t*>(w);
+  const auto* y = static_cast<const uint16_t*>(a);
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    s += static_cast<double>(bf16_to_f32(x[i])) * static_cast<double>(bf16_to_f32(y[i]));
+  }
+  return static_cast<float>(s);
+}
+
+float dot_q4_0(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      sumi += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j];
+      sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + kQK4_0 / 2];
+    }
+    sumf += static_cast<float>(sumi) * (h2f(x[i].d) * h2f(y[i].d));
+  }
+  return sumf;
+}
+
+float dot_q4_1(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ4_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(a);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK4_1; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK4_1 / 2; ++j) {
+      sumi += (x[i].qs[j] & 0x0f) * y[i].qs[j];
+      sumi += (x[i].qs[j] >> 4) * y[i].qs[j + kQK4_1 / 2];
+    }
+    sumf += static_cast<float>(sumi) * (h2f(x[i].d) * h2f(y[i].d)) + h2f(x[i].m) * h2f(y[i].s);
+  }
+  return sumf;
+}
+
+float dot_q8_0(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ8_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK8_0; ++j) sumi += x[i].qs[j] * y[i].qs[j];
+    sumf += static_cast<float>(sumi) * (h2f(x[i].d) * h2f(y[i].d));
+  }
+  return sumf;
+}
+
+}  // namespace
+
+bool can_dequantize(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
+    case DType::Q8_0: case DType::Q8_1: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::Q8_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool can_quantize(DType t) { return can_dequantize(t); }
+
+void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::F16: dequantize_f16(src, dst, n); return;
+    case DType::BF16: dequantize_bf16(src, dst, n); return;
+    case DType::Q4_0: dequantize_q4_0(src, dst, n); return;
+    case DType::Q4_1: dequantize_q4_1(src, dst, n); return;
+    case DType::Q8_0: dequantize_q8_0(src, dst, n); return;
+    case DType::Q8_1: dequantize_q8_1(src, dst, n); return;
+    case DType::Q4_K: detail::dequantize_q4_k(src, dst, n); return;
+    case DType::Q5_K: detail::dequantize_q5_k(src, dst, n); return;
+    case DType::Q6_K: detail::dequantize_q6_k(src, dst, n); return;
+    case DType::Q8_K: detail::dequantize_q8_k(src, dst, n); return;
+    default: assert(false && "dequantize_row_ref: unsupported type"); return;
+  }
+}
+
+void quantize_row_ref(DType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::F16: quantize_f16(src, dst, n); return;
+    case DType::BF16: quantize_bf16(src, dst, n); return;
+    case DType::Q4_0: quantize_q4_0(src, dst, n); return;
+    case DType::Q4_1: quantize_q4_1(src, dst, n); return;
+    case DType::Q8_0: quantize_q8_0(src, dst, n); return;
+    case DType::Q8_1: quantize_q8_1(src, dst, n); return;
+    case DType::Q4_K: detail::quantize_q4_k(src, dst, n); return;
+    case DType::Q5_K: detail::quantize_q5_k(src, dst, n); return;
+    case DType::Q6_K: detail::quantize_q6_k(src, dst, n); return;
+    case DType::Q8_K: detail::quantize_q8_k(src, dst, n); return;
+    default: assert(false && "quantize_row_ref: unsupported type"); return;
+  }
+}
+
+DType vec_dot_type(DType w) {
+  switch (w) {
+    case DType::Q4_0: case DType::Q8_0: return DType::Q8_0;
+    case DType::Q4_1: return DType::Q8_1;
+    case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return DType::Q8_K;
+    case DType::F16: return DType::F16;
+    case DType::BF16: return DType::BF16;
+    default: return DType::F32;
+  }
+}
+
+float vec_dot_ref(DType w, const void* wrow, const void* arow, int64_t n) {
+  switch (w) {
+    case DType::F32: return dot_f32(wrow, arow, n);
+    case DType::F16: return dot_f16(wrow, arow, n);
+    case DType::BF16: return dot_bf16(wrow, arow, n);
+    case DType::Q4_0: return dot_q4_0(wrow, arow, n);
+    case DType::Q4_1: return dot_q4_1(wrow, arow, n);
+    case DType::Q8_0: return dot_q8_0(wrow, arow, n);
+    case DType::Q4_K: return detail::dot_q4_k(wrow, arow, n);
+    case DType::Q5_K: return detail::dot_q5_k(wrow, arow, n);
+    case DType::Q6_K: return detail::dot_q6_k(wrow, arow, n);
+    default: assert(false && "vec_dot_ref: unsupported weight type"); return 0.0f;
+  }
+}
+
+}  // namespace geniex::quant

@@ -1,0 +1,227 @@
+// CPU kernel tables: the scalar table against the references, every AVX2 kernel against the
+// scalar one (dequantize and quantize_act bit-exact, gemm within 1e-5 of the dot's magnitude,
+// unwritten outputs caught by NaN poison), and the f32 helpers against plain loops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "backends/cpu/kernels.hpp"
+#include "core/cpu_features.hpp"
+#include "core/fp16.hpp"
+#include "quant/quant.hpp"
+#include "test_util.hpp"
+
+namespace geniex {
+namespace {
+
+using cpu::TypeKernels;
+using test::make_rng;
+using test::random_normal;
+
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+const TypeKernels* avx2_or_skip(DType t) {
+  const TypeKernels* k = cpu::kernels_for_isa(t, "avx2");
+  return k;
+}
+
+#define REQUIRE_AVX2(k)                                                                      \
+  if ((k) == nullptr) {                                                                      \
+    GTEST_SKIP() << "AVX2 kernels unavailable: CPU lacks AVX2/FMA/F16C, not an x86 build, " \
+                    "or disabled by GENIEX_CPU_DISABLE ("                                    \
+                 << cpu_features().to_string() << ")";                                       \
+  }
+
+int64_t block_of(DType t) { return dtype_info(t).block_size; }
+
+class CpuKernels : public testing::TestWithParam<DType> {};
+
+TEST_P(CpuKernels, ScalarTableIsConsistent) {
+  const DType t = GetParam();
+  const TypeKernels* k = cpu::kernels_for_isa(t, "scalar");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->type, t);
+  EXPECT_EQ(k->act_type, quant::vec_dot_type(t));
+  EXPECT_STREQ(k->isa, "scalar");
+  ASSERT_NE(cpu::kernels_for(t), nullptr);
+  EXPECT_EQ(cpu::kernels_for(t)->act_type, k->act_type);
+}
+
+TEST_P(CpuKernels, Avx2DequantizeBitExact) {
+  const DType t = GetParam();
+  const TypeKernels* k = avx2_or_skip(t);
+  REQUIRE_AVX2(k);
+  const TypeKernels* s = cpu::kernels_for_isa(t, "scalar");
+  auto rng = make_rng(static_cast<uint32_t>(t) + 300);
+  for (int64_t blocks : {1, 3, 8}) {
+    const int64_t n = std::max<int64_t>(block_of(t), 1) * blocks * (block_of(t) == 1 ? 37 : 1);
+    const auto x = random_normal(rng, static_cast<size_t>(n));
+    std::vector<uint8_t> q(static_cast<size_t>(row_bytes(t, n)));
+    quant::quantize_row_ref(t, x.data(), q.data(), n);
+    std::vector<float> ya(static_cast<size_t>(n), kPoison), ys(static_cast<size_t>(n), kPoison);
+    k->dequantize_row(q.data(), ya.data(), n);
+    s->dequantize_row(q.data(), ys.data(), n);
+    ASSERT_EQ(std::memcmp(ya.data(), ys.data(), ya.size() * sizeof(float)), 0)
+        << dtype_name(t) << " n=" << n;
+  }
+}
+
+TEST_P(CpuKernels, Avx2QuantizeActBitExact) {
+  const DType t = GetParam();
+  const TypeKernels* k = avx2_or_skip(t);
+  REQUIRE_AVX2(k);
+  const TypeKernels* s = cpu::kernels_for_isa(t, "scalar");
+  auto rng = make_rng(static_cast<uint32_t>(t) + 400);
+  const int64_t ab = block_of(k->act_type);
+  for (int64_t blocks : {1, 2, 5, 16}) {
+    const int64_t n = ab == 1 ? blocks * 13 : ab * blocks;
+    auto x = random_normal(rng, static_cast<size_t>(n), 4.0f);
+    ASSERT_EQ(x.size(), static_cast<size_t>(n));
+    if (blocks == 2 && n >= 64) {
+      // Exact halves after scaling exercise the rounding rule; a zero block the d = 0 path.
+      const int64_t half = n / 2;
+      for (int64_t i = 0; i < half; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 32) - 15.5f;
+      x.front() = 127.0f;
+      for (int64_t i = half; i < n; ++i) x[static_cast<size_t>(i)] = 0.0f;
+    }
+    const size_t bytes = static_cast<size_t>(row_bytes(k->act_type, n));
+    std::vector<uint8_t> qa(bytes, 0x5A), qs(bytes, 0xA5);
+    k->quantize_act(x.data(), qa.data(), n);
+    s->quantize_act(x.data(), qs.data(), n);
+    ASSERT_EQ(std::memcmp(qa.data(), qs.data(), bytes), 0) << dtype_name(t) << " n=" << n;
+  }
+}
+
+struct Shape {
+  int64_t rows, cols, blocks;
+};
+
+TEST_P(CpuKernels, Avx2GemmMatchesScalar) {
+  const DType t = GetParam();
+  const TypeKernels* k = avx2_or_skip(t);
+  REQUIRE_AVX2(k);
+  const TypeKernels* s = cpu::kernels_for_isa(t, "scalar");
+  auto rng = make_rng(static_cast<uint32_t>(t) + 500);
+  const Shape shapes[] = {{1, 1, 1}, {3, 1, 2}, {4, 2, 1}, {5, 2, 3}, {7, 3, 2},
+                          {9, 5, 1}, {13, 1, 4}, {33, 7, 2}, {64, 4, 3}};
+  for (const Shape& sh : shapes) {
+    const int64_t n = block_of(t) == 1 ? 8 * sh.blocks + 5 : block_of(t) * sh.blocks;
+    const size_t wrow = static_cast<size_t>(row_bytes(t, n));
+    const size_t arow = static_cast<size_t>(row_bytes(k->act_type, n));
+    // Padded strides, so kernels that assume dense rows fail.
+    const size_t w_stride = wrow + 16;
+    const size_t a_stride = arow + 8;
+    std::vector<uint8_t> w(w_stride * static_cast<size_t>(sh.rows), 0xEE);
+    std::vector<uint8_t> a(a_stride * static_cast<size_t>(sh.cols), 0xEE);
+    std::vector<float> wf(static_cast<size_t>(n * sh.rows)), af(static_cast<size_t>(n * sh.cols));
+    for (int64_t r = 0; r < sh.rows; ++r) {
+      const auto x = random_normal(rng, static_cast<size_t>(n));
+      quant::quantize_row_ref(t, x.data(), w.data() + r * w_stride, n);
+      quant::dequantize_row_ref(t, w.data() + r * w_stride, wf.data() + r * n, n);
+    }
+    for (int64_t c = 0; c < sh.cols; ++c) {
+      const auto x = random_normal(rng, static_cast<size_t>(n), 2.0f);
+      s->quantize_act(x.data(), a.data() + c * a_stride, n);
+      quant::dequantize_row_ref(k->act_type, a.data() + c * a_stride, af.data() + c * n, n);
+    }
+    const int64_t out_stride = sh.rows + 3;
+    const size_t out_size = static_cast<size_t>(out_stride * sh.cols);
+    std::vector<float> oa(out_size, kPoison), os(out_size, kPoison);
+    k->gemm(n, w.data(), w_stride, sh.rows, a.data(), a_stride, sh.cols, oa.data(), out_stride);
+    s->gemm(n, w.data(), w_stride, sh.rows, a.data(), a_stride, sh.cols, os.data(), out_stride);
+    for (int64_t c = 0; c < sh.cols; ++c) {
+      for (int64_t r = 0; r < out_stride; ++r) {
+        const size_t i = static_cast<size_t>(c * out_stride + r);
+        if (r >= sh.rows) {
+          EXPECT_TRUE(std::isnan(oa[i])) << "wrote outside the output at c=" << c << " r=" << r;
+          continue;
+        }
+        double absdot = 0.0;
+        for (int64_t j = 0; j < n; ++j) {
+          absdot += std::fabs(static_cast<double>(wf[static_cast<size_t>(r * n + j)]) *
+                              static_cast<double>(af[static_cast<size_t>(c * n + j)]));
+        }
+        ASSERT_FALSE(std::isnan(oa[i])) << "unwritten output r=" << r << " c=" << c;
+        EXPECT_NEAR(oa[i], os[i], 1e-5 * absdot + 1e-30)
+            << dtype_name(t) << " rows=" << sh.rows << " cols=" << sh.cols << " n=" << n
+            << " r=" << r << " c=" << c;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CpuKernels, testing::ValuesIn(test::weight_types()),
+                         test::type_name);
+
+TEST(CpuKernels, DispatchPicksAvx2WhenSupported) {
+  const CpuFeatures& f = cpu_features();
+  const TypeKernels* k = cpu::kernels_for(DType::Q4_1);
+  ASSERT_NE(k, nullptr);
+  if (f.avx2 && f.fma && f.f16c && cpu::kernels_for_isa(DType::Q4_1, "avx2") != nullptr) {
+    EXPECT_STREQ(k->isa, "avx2");
+  } else {
+    EXPECT_STREQ(k->isa, "scalar");
+  }
+  EXPECT_EQ(cpu::kernels_for(DType::I32), nullptr);
+  EXPECT_EQ(cpu::kernels_for_isa(DType::Q4_1, "avx512"), nullptr);
+}
+
+// ---- f32 helpers ------------------------------------------------------------------------------
+
+TEST(CpuHelpers, MatchScalarLoops) {
+  auto rng = make_rng(600);
+  for (int64_t n : {0, 1, 7, 8, 15, 16, 17, 33, 1000}) {
+    const auto a = random_normal(rng, static_cast<size_t>(n));
+    const auto b = random_normal(rng, static_cast<size_t>(n));
+    std::vector<uint16_t> bh(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) bh[i] = f32_to_fp16(b[i]);
+
+    double dot = 0.0, dot_h = 0.0, absdot = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double ai = a[i], bi = b[i], bhi = fp16_to_f32(bh[i]);
+      dot += ai * bi;
+      dot_h += ai * bhi;
+      absdot += std::fabs(ai * bi);
+    }
+    EXPECT_NEAR(cpu::dot_f32(a.data(), b.data(), n), dot, 1e-6 * absdot + 1e-30) << n;
+    EXPECT_NEAR(cpu::dot_f32_f16(a.data(), bh.data(), n), dot_h, 1e-6 * absdot + 1e-30) << n;
+
+    std::vector<float> y = b, y_ref = b;
+    cpu::axpy_f32(0.75f, a.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      y_ref[i] += 0.75f * a[i];
+      EXPECT_NEAR(y[i], y_ref[i], 1e-6f * (std::fabs(y_ref[i]) + 1.0f)) << i;
+    }
+    std::vector<float> z = a, z_ref = a;
+    cpu::axpy_f16(-1.25f, bh.data(), z.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      z_ref[i] += -1.25f * fp16_to_f32(bh[i]);
+      EXPECT_NEAR(z[i], z_ref[i], 1e-6f * (std::fabs(z_ref[i]) + 1.0f)) << i;
+    }
+
+    std::vector<float> f(static_cast<size_t>(n) + 1, kPoison);
+    cpu::fp16_to_f32_row(bh.data(), f.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(f32_to_bits(f[i]), f32_to_bits(fp16_to_f32(bh[i])));
+    EXPECT_TRUE(std::isnan(f[static_cast<size_t>(n)]));
+    std::vector<uint16_t> h(static_cast<size_t>(n) + 1, 0xBEEF);
+    cpu::f32_to_fp16_row(a.data(), h.data(), n);
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(h[i], f32_to_fp16(a[i])) << a[i];
+    EXPECT_EQ(h[static_cast<size_t>(n)], 0xBEEF);
+  }
+}
+
+TEST(CpuHelpers, Fp16ConversionEdgeValues) {
+  const float vals[] = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65520.0f, 1e-8f, 6.0e-8f,
+                        5.96e-8f, 3.0e-5f, -6.1e-5f, 1e9f, std::numeric_limits<float>::infinity(),
+                        0.333333f, 2049.0f, 4097.0f};
+  const int64_t n = sizeof(vals) / sizeof(vals[0]);
+  std::vector<uint16_t> h(static_cast<size_t>(n));
+  cpu::f32_to_fp16_row(vals, h.data(), n);
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(h[i], f32_to_fp16(vals[i])) << vals[i];
+}
+
+}  // namespace
+}  // namespace geniex
