@@ -29,6 +29,8 @@ struct Value;
 struct Array {
   ValueType elem_type = ValueType::U8;
   std::vector<Value> items;
+
+  bool operator==(const Array& other) const;
 };
 
 struct Value {
@@ -43,6 +45,26 @@ struct Value {
   const std::string* as_string() const;
   const Array* as_array() const;
   std::string to_display(size_t max_items = 8) const;  // for `geniex info`
+
+  // Exact equality of type and data (tests, writers).
+  bool operator==(const Value& other) const;
+
+  // Constructors with the matching type tag (the data variant holds uint64_t for unsigned
+  // types, int64_t for signed ones, double for f32/f64).
+  static Value of_u8(uint8_t v);
+  static Value of_i8(int8_t v);
+  static Value of_u16(uint16_t v);
+  static Value of_i16(int16_t v);
+  static Value of_u32(uint32_t v);
+  static Value of_i32(int32_t v);
+  static Value of_u64(uint64_t v);
+  static Value of_i64(int64_t v);
+  static Value of_f32(float v);
+  static Value of_f64(double v);
+  static Value of_bool(bool v);
+  static Value of_string(std::string v);
+  // Every item must have type `elem_type` (nested arrays: each item is itself an Array value).
+  static Value of_array(ValueType elem_type, std::vector<Value> items);
 };
 
 struct TensorInfo {
@@ -63,6 +85,10 @@ class File {
   static Result<File> open(const std::string& path);
   static Result<File> parse(std::shared_ptr<MappedFile> mapping);
 
+  // Limits enforced while parsing.
+  static constexpr int kMaxArrayDepth = 8;        // arrays nested deeper are rejected
+  static constexpr uint64_t kMaxKeyBytes = 65535;  // GGUF's key length limit
+
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
@@ -71,7 +97,11 @@ class File {
   // Metadata in file order.
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
   const Value* find(std::string_view key) const;
-  // Typed look-ups with a clear error naming the key and the types involved.
+  // Typed look-ups with a clear error naming the key and the types involved: NotFound when
+  // the key is absent, InvalidFormat (naming the actual type) when it does not convert.
+  // get_u64: any unsigned integer, or a non-negative signed one. get_f64: f32, f64 or any
+  // integer. get_f64_array: arrays of any integer or float type. get_i64_array: arrays of
+  // integer types whose items fit int64 (float arrays are rejected, not truncated).
   Result<uint64_t> get_u64(std::string_view key) const;
   Result<double> get_f64(std::string_view key) const;
   Result<std::string> get_string(std::string_view key) const;
