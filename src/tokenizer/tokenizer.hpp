@@ -1,0 +1,159 @@
+// Tokenizer (byte-level BPE as in GPT-2 / SmolLM2 / Llama 3 / Qwen2), streaming decode that
+// never emits broken UTF-8, and a small Jinja renderer for chat templates.
+//
+// Thread safety: a Tokenizer and a ChatTemplate are immutable after construction; encode,
+// decode and render may be called from any number of threads at once. A StreamDecoder belongs
+// to one generation stream (one thread at a time).
+//
+// Invalid UTF-8 input to encode never fails and never crashes. Hugging Face tokenizers cannot
+// even receive such input (Rust &str / Python str), and llama.cpp replaces each bad byte with
+// U+FFFD. GenieX keeps the bytes instead: every maximal run of bytes that is not well-formed
+// UTF-8 becomes a pre-token of its own and goes through the byte-level alphabet like any other
+// byte, so decode(encode(bytes)) == bytes for every byte string. The regex pre-tokenizer runs
+// on the well-formed runs between them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/result.hpp"
+
+namespace geniex::gguf {
+class File;
+}
+
+namespace geniex::tok {
+
+struct ChatMessage {
+  std::string role;
+  std::string content;
+};
+
+// GGUF token types (tokenizer.ggml.token_type).
+enum class TokenType : int32_t {
+  Undefined = 0,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
+};
+
+// Everything a byte-level BPE tokenizer is built from, independent of the file format
+// (GGUF metadata today; a tokenizer.json reader can fill the same struct later).
+struct TokenizerConfig {
+  std::string model = "gpt2";          // tokenizer.ggml.model
+  std::string pre = "default";         // tokenizer.ggml.pre
+  std::vector<std::string> tokens;     // byte-level spelling, as stored in the file
+  std::vector<int32_t> token_types;    // empty: all Normal
+  std::vector<std::string> merges;     // "left right", best first
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t unk_id = -1;
+  int32_t pad_id = -1;
+  int32_t eot_id = -1;
+  int32_t eom_id = -1;
+  bool add_bos = false;
+  bool add_eos = false;
+  std::string chat_template;
+};
+
+class Tokenizer {
+ public:
+  static Result<std::unique_ptr<Tokenizer>> from_gguf(const gguf::File& file);
+  static Result<std::unique_ptr<Tokenizer>> from_config(TokenizerConfig config);
+
+  ~Tokenizer();
+  Tokenizer(const Tokenizer&) = delete;
+  Tokenizer& operator=(const Tokenizer&) = delete;
+
+  // add_special: add BOS/EOS as the model's metadata says (add_bos_token / add_eos_token).
+  // parse_special: recognise control and user-defined token literals such as "<|im_start|>"
+  // in the text (leftmost, longest first), as Hugging Face does for added tokens.
+  Result<std::vector<int32_t>> encode(std::string_view text, bool add_special,
+                                      bool parse_special) const;
+  // Concatenated raw bytes of the tokens (may be incomplete UTF-8 when the ids end inside a
+  // character; use StreamDecoder for display). skip_special drops control/unknown tokens.
+  // An id outside [0, n_vocab) is an OutOfRange error.
+  Result<std::string> decode(std::span<const int32_t> ids, bool skip_special = false) const;
+  std::string token_bytes(int32_t id) const;  // raw bytes a token stands for ("" if out of range)
+  const std::string& token_text(int32_t id) const;  // as stored in the vocabulary
+  TokenType token_type(int32_t id) const;
+
+  int32_t n_vocab() const;
+  int32_t bos_id() const;
+  int32_t eos_id() const;
+  bool add_bos() const;
+  bool add_eos() const;
+  bool is_eog(int32_t id) const;      // end of generation: eos, eot, <|im_end|>, <|endoftext|>...
+  bool is_special(int32_t id) const;  // control or unknown: what skip_special drops
+  std::optional<int32_t> find_token(std::string_view text) const;  // by stored spelling
+  const std::string& chat_template() const;  // "" if none
+  const std::string& model_name() const;     // "gpt2"
+  const std::string& pre_name() const;       // "smollm"
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Streaming decode for generation: push token ids one at a time and get text that is always
+// well-formed UTF-8. Bytes that may still become a character are held back; bytes that can
+// never be well-formed are replaced by U+FFFD (one per maximal ill-formed subpart).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true);
+  std::string push(int32_t id);  // out-of-range ids are ignored
+  std::string flush();           // held-back bytes come out as U+FFFD
+  void reset() { pending_.clear(); }
+
+ private:
+  const Tokenizer* tok_;
+  bool skip_special_;
+  std::string pending_;
+};
+
+// Minimal Jinja renderer for chat templates. Supports: text, {{ expr }}, {% if/elif/else/endif %},
+// {% for x in xs %}...{% else %}...{% endfor %} (loop.first/last/index/index0/revindex/length,
+// tuple unpacking `for k, v in d.items()`), {% set %}, comments, whitespace control {%- -%} {{- -}}
+// and the Hugging Face defaults trim_blocks + lstrip_blocks; expressions with literals (strings,
+// numbers, true/false/none, lists, dicts), variables, . and [] access, slices, + - * / // % ~,
+// comparisons, in / not in, and/or/not, `x if c else y`, tests (is defined/none/string/...),
+// filters (trim, length, upper, lower, default, first, last, join, tojson...), a few string
+// methods and raise_exception(). Undefined values are falsy and render as "".
+class ChatTemplate {
+ public:
+  struct Options {
+    bool trim_blocks = true;    // as transformers' apply_chat_template
+    bool lstrip_blocks = true;
+  };
+  static Result<ChatTemplate> parse(std::string source);
+  static Result<ChatTemplate> parse(std::string source, Options options);
+
+  Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                             const std::string& bos_token = "",
+                             const std::string& eos_token = "") const;
+
+  struct Node;
+
+  ChatTemplate(const ChatTemplate&);
+  ChatTemplate& operator=(const ChatTemplate&);
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+  ~ChatTemplate();
+
+ private:
+  ChatTemplate() = default;
+  std::shared_ptr<const Node> root_;
+  std::string source_;
+};
+
+}  // namespace geniex::tok
