@@ -311,4 +311,45 @@ float vec_dot_ref(DType w, const void* wrow, const void* arow, int64_t n) {
   }
 }
 
+
+namespace {
+// One 32-element block the way ggml's x86 activation quantizer does it; returns d and the
+// sum of the quants.
+float quantize_act_block32(const float* x, int8_t* qs, int* sum) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  int s = 0;
+  for (int j = 0; j < 32; ++j) {
+    qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));  // default rounding: ties to even
+    s += qs[j];
+  }
+  *sum = s;
+  return d;
+}
+}  // namespace
+
+void quantize_activations_ref(DType t, const float* src, void* dst, int64_t n) {
+  if (t == DType::Q8_0) {
+    auto* y = static_cast<BlockQ8_0*>(dst);
+    for (int64_t i = 0; i < n / 32; ++i) {
+      int sum;
+      y[i].d = f2h(quantize_act_block32(src + i * 32, y[i].qs, &sum));
+    }
+    return;
+  }
+  if (t == DType::Q8_1) {
+    auto* y = static_cast<BlockQ8_1*>(dst);
+    for (int64_t i = 0; i < n / 32; ++i) {
+      int sum;
+      const float d = quantize_act_block32(src + i * 32, y[i].qs, &sum);
+      y[i].d = f2h(d);
+      y[i].s = f2h(static_cast<float>(sum) * d);
+    }
+    return;
+  }
+  quantize_row_ref(t, src, dst, n);
+}
+
 }  // namespace geniex::quant

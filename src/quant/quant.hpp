@@ -74,6 +74,13 @@ bool can_quantize(DType t);
 void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n);
 void quantize_row_ref(DType t, const float* src, void* dst, int64_t n);
 
+// Activation quantizer used by dot-product kernels. For Q8_0 and Q8_1 it follows the
+// arithmetic of ggml's x86 activation path (scale 127/amax, ties to even), which differs in
+// rare roundings from the weight quantizer above (1/(amax/127), ties away from zero);
+// matching it keeps GenieX's logits bit-identical to llama.cpp's wherever attention is not
+// involved. Other types: same as quantize_row_ref.
+void quantize_activations_ref(DType t, const float* src, void* dst, int64_t n);
+
 // The activation format paired with weight type w for dot products:
 // Q4_0, Q8_0 -> Q8_0; Q4_1 -> Q8_1; Q4_K, Q5_K, Q6_K -> Q8_K; F16 -> F16; BF16 -> BF16;
 // F32 -> F32.

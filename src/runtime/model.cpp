@@ -39,9 +39,10 @@ ModelBuilder& ModelBuilder::with_context(int32_t n_ctx) {
   return *this;
 }
 
-namespace {
-
-Result<Model> build_model(const std::string& path, Device device, int32_t n_threads, int32_t n_ctx) {
+Result<Model> ModelBuilder::build() const {
+  // A lambda inside the friend's member can reach Model's private constructor.
+  auto build_model = [](const std::string& path, Device device, int32_t n_threads,
+                        int32_t n_ctx) -> Result<Model> {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 0) return make_error(ErrorCode::InvalidArgument, "threads must be >= 0");
   if (n_ctx < 0) return make_error(ErrorCode::InvalidArgument, "context size must be >= 0");
@@ -104,11 +105,7 @@ Result<Model> build_model(const std::string& path, Device device, int32_t n_thre
   info.kv_cache_bytes = int64_t{2} * hp.n_layer * impl->n_ctx * hp.n_head_kv * hp.head_dim * 2;
   info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Model(std::move(impl));
-}
-
-}  // namespace
-
-Result<Model> ModelBuilder::build() const {
+  };
   try {
     return build_model(path_, device_, n_threads_, n_ctx_);
   } catch (const std::bad_alloc&) {

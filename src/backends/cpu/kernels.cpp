@@ -19,7 +19,7 @@ void scalar_dequantize(const void* src, float* dst, int64_t n) {
 
 template <DType W>
 void scalar_quantize_act(const float* src, void* dst, int64_t n) {
-  quant::quantize_row_ref(quant::vec_dot_type(W), src, dst, n);
+  quant::quantize_activations_ref(quant::vec_dot_type(W), src, dst, n);
 }
 
 template <DType W>

@@ -439,17 +439,6 @@ inline float hmax8(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// roundf: round half away from zero. floor(|v|) and |v| - floor(|v|) are exact for the
-// |v| <= 127.x values quantizers produce, so this matches std::round bit for bit.
-inline __m256i round_away_epi32(__m256 v) {
-  const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
-  const __m256 av = abs_ps(v);
-  const __m256 fl = _mm256_floor_ps(av);
-  const __m256 up = _mm256_and_ps(_mm256_cmp_ps(_mm256_sub_ps(av, fl), _mm256_set1_ps(0.5f), _CMP_GE_OQ),
-                                  _mm256_set1_ps(1.0f));
-  return _mm256_cvttps_epi32(_mm256_or_ps(_mm256_add_ps(fl, up), sign));
-}
-
 // Four vectors of 8 i32 (elements 0..31 in order) -> 32 i8 in order.
 inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_packs_epi32(a, b);  // a0-3 b0-3 | a4-7 b4-7
@@ -458,8 +447,8 @@ inline __m256i pack_i32_to_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
   return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-// Shared by Q8_0 and Q8_1: quantizes 32 floats to qs with d = amax / 127; returns d and the
-// sum of the quants.
+// Shared by Q8_0 and Q8_1: quantizes 32 floats to qs with d = amax / 127 and scale 127/amax,
+// ties to even (as quant::quantize_activations_ref); returns d and the sum of the quants.
 inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
   const __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
   const __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
@@ -467,12 +456,12 @@ inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
                                  _mm256_max_ps(abs_ps(v2), abs_ps(v3)));
   const float amax = hmax8(m);
   const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   const __m256 vid = _mm256_set1_ps(id);
-  const __m256i i0 = round_away_epi32(_mm256_mul_ps(v0, vid));
-  const __m256i i1 = round_away_epi32(_mm256_mul_ps(v1, vid));
-  const __m256i i2 = round_away_epi32(_mm256_mul_ps(v2, vid));
-  const __m256i i3 = round_away_epi32(_mm256_mul_ps(v3, vid));
+  const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), pack_i32_to_i8(i0, i1, i2, i3));
   *sum = hsum8_i32(_mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3)));
   return d;

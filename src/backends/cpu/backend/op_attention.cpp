@@ -1,9 +1,12 @@
 // Attention on the CPU over the paged KV cache: phase 1 stores the batch's K and V rows,
-// phase 2 runs each (token, head) query over its sequence's blocks with an online softmax
-// (flash-style: one pass, no score matrix), causal by position.
+// phase 2 runs each (token, head) query over its sequence's blocks (causal by position):
+// scores, an exact softmax, then the probability-weighted sum of V rows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "core/fp16.hpp"
 
 #include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/kernels.hpp"
@@ -38,9 +41,10 @@ void attention(const OpArgs& a) {
   const size_t row_bytes = static_cast<size_t>(kv_width) * elem;
   const size_t head_off = static_cast<size_t>(p.head_dim) * elem;
 
-  float scores[256];
+  // Scores for one (token, head): up to the context length, per thread.
+  thread_local std::vector<float> scores;
+  float q16[512];
   float acc[512];
-  const int32_t chunk = std::min(bs, 256);
 
   int64_t w0, w1;
   ThreadPool::split_range(n_tok * p.n_head, a.ith, a.nth, &w0, &w1);
@@ -52,45 +56,51 @@ void attention(const OpArgs& a) {
     const int32_t seq = step.seq_ids[static_cast<size_t>(t)];
     const int32_t n_kv = step.positions[static_cast<size_t>(t)] + 1;  // causal
     const std::span<const int32_t> table = cache.block_table(seq);
+    if (scores.size() < static_cast<size_t>(n_kv)) scores.resize(static_cast<size_t>(n_kv));
 
+    // With an f16 cache the query is rounded to f16 and so are the probabilities, as in
+    // llama.cpp's default attention; its logits are sensitive to that rounding, and matching
+    // it keeps greedy generations identical.
+    for (int32_t d = 0; d < p.head_dim; ++d) q16[d] = f16 ? fp16_to_f32(f32_to_fp16(qh[d])) : qh[d];
     float m = -std::numeric_limits<float>::infinity();
-    float l = 0.0f;
-    std::fill(acc, acc + p.head_dim, 0.0f);
-    for (int32_t start = 0; start < n_kv; start += chunk) {
+    for (int32_t start = 0; start < n_kv; start += bs) {
       const int32_t blk = table[static_cast<size_t>(start / bs)];
-      const int32_t row0 = start % bs;
-      const int32_t n = std::min(chunk - (row0 % chunk), n_kv - start);
-      const auto* kb = static_cast<const uint8_t*>(cache.k_block(p.layer, blk)) +
-                       static_cast<size_t>(row0) * row_bytes + static_cast<size_t>(g) * head_off;
-      const auto* vb = static_cast<const uint8_t*>(cache.v_block(p.layer, blk)) +
-                       static_cast<size_t>(row0) * row_bytes + static_cast<size_t>(g) * head_off;
-      float block_max = -std::numeric_limits<float>::infinity();
+      const int32_t n = std::min(bs, n_kv - start);
+      const auto* kb = static_cast<const uint8_t*>(cache.k_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
       for (int32_t j = 0; j < n; ++j) {
         const uint8_t* kr = kb + static_cast<size_t>(j) * row_bytes;
-        const float s = (f16 ? cpu::dot_f32_f16(qh, reinterpret_cast<const uint16_t*>(kr), p.head_dim)
-                             : cpu::dot_f32(qh, reinterpret_cast<const float*>(kr), p.head_dim)) *
+        const float s = (f16 ? cpu::dot_f32_f16(q16, reinterpret_cast<const uint16_t*>(kr), p.head_dim)
+                             : cpu::dot_f32(q16, reinterpret_cast<const float*>(kr), p.head_dim)) *
                         p.scale;
-        scores[j] = s;
-        block_max = std::max(block_max, s);
+        scores[static_cast<size_t>(start + j)] = s;
+        m = std::max(m, s);
       }
-      const float m_new = std::max(m, block_max);
-      const float correction = std::exp(m - m_new);  // 0 on the first block
-      if (correction != 1.0f) {
-        for (int32_t d = 0; d < p.head_dim; ++d) acc[d] *= correction;
-      }
-      l *= correction;
+    }
+    double sum = 0.0;
+    for (int32_t j = 0; j < n_kv; ++j) {
+      const float e = std::exp(scores[static_cast<size_t>(j)] - m);
+      scores[static_cast<size_t>(j)] = e;
+      sum += static_cast<double>(e);
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    std::fill(acc, acc + p.head_dim, 0.0f);
+    for (int32_t start = 0; start < n_kv; start += bs) {
+      const int32_t blk = table[static_cast<size_t>(start / bs)];
+      const int32_t n = std::min(bs, n_kv - start);
+      const auto* vb = static_cast<const uint8_t*>(cache.v_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
       for (int32_t j = 0; j < n; ++j) {
-        const float e = std::exp(scores[j] - m_new);
-        l += e;
+        float pj = scores[static_cast<size_t>(start + j)] * inv;
         const uint8_t* vr = vb + static_cast<size_t>(j) * row_bytes;
-        if (f16) cpu::axpy_f16(e, reinterpret_cast<const uint16_t*>(vr), acc, p.head_dim);
-        else cpu::axpy_f32(e, reinterpret_cast<const float*>(vr), acc, p.head_dim);
+        if (f16) {
+          pj = fp16_to_f32(f32_to_fp16(pj));
+          cpu::axpy_f16(pj, reinterpret_cast<const uint16_t*>(vr), acc, p.head_dim);
+        } else {
+          cpu::axpy_f32(pj, reinterpret_cast<const float*>(vr), acc, p.head_dim);
+        }
       }
-      m = m_new;
     }
     float* oh = out + t * q_width + int64_t{h} * p.head_dim;
-    const float inv = 1.0f / l;
-    for (int32_t d = 0; d < p.head_dim; ++d) oh[d] = acc[d] * inv;
+    std::copy(acc, acc + p.head_dim, oh);
   }
 }
 

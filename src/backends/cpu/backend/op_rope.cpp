@@ -35,15 +35,17 @@ void rope(const OpArgs& a) {
         for (int i = 0; i < half; ++i) {
           const float x0 = xh[2 * i];
           const float x1 = xh[2 * i + 1];
-          yh[2 * i] = x0 * cos_cache[i] - x1 * sin_cache[i];
-          yh[2 * i + 1] = x0 * sin_cache[i] + x1 * cos_cache[i];
+          // fma as GCC contracts llama.cpp's rotation; the model's logits move with last-bit
+          // changes here, so this keeps them closer to the reference.
+          yh[2 * i] = std::fma(x0, cos_cache[i], -(x1 * sin_cache[i]));
+          yh[2 * i + 1] = std::fma(x0, sin_cache[i], x1 * cos_cache[i]);
         }
       } else {
         for (int i = 0; i < half; ++i) {
           const float x0 = xh[i];
           const float x1 = xh[i + half];
-          yh[i] = x0 * cos_cache[i] - x1 * sin_cache[i];
-          yh[i + half] = x0 * sin_cache[i] + x1 * cos_cache[i];
+          yh[i] = std::fma(x0, cos_cache[i], -(x1 * sin_cache[i]));
+          yh[i + half] = std::fma(x0, sin_cache[i], x1 * cos_cache[i]);
         }
       }
       for (int i = p.n_rot; i < p.head_dim; ++i) yh[i] = xh[i];
