@@ -13,7 +13,9 @@
 
 namespace geniex {
 namespace {
+// ~0.3 ms of pause instructions while idle between runs; ~40 us inside a run.
 constexpr int kSpinsBeforeSleep = 1 << 14;
+constexpr int kBarrierSpins = 1 << 11;
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
@@ -45,9 +47,14 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   if (sleepers_.load(std::memory_order_acquire) > 0) wake_.notify_all();
   fn(0, n_threads_);
   int spins = 0;
-  while (pending_.load(std::memory_order_acquire) != 0) {
-    if (++spins < kSpinsBeforeSleep) GX_CPU_RELAX();
-    else std::this_thread::yield();
+  for (int left; (left = pending_.load(std::memory_order_acquire)) != 0;) {
+    if (++spins < kBarrierSpins) {
+      GX_CPU_RELAX();
+      continue;
+    }
+    done_sleepers_.fetch_add(1);
+    pending_.wait(left);
+    done_sleepers_.fetch_sub(1);
   }
   job_ = nullptr;
 }
@@ -70,7 +77,8 @@ void ThreadPool::worker_main(int ith) {
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
     (*job_)(ith, n_threads_);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    pending_.fetch_sub(1);
+    if (done_sleepers_.load() > 0) pending_.notify_all();
   }
 }
 
@@ -79,14 +87,17 @@ void ThreadPool::barrier() {
   const uint32_t phase = barrier_phase_.load(std::memory_order_acquire);
   if (barrier_count_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
     barrier_count_.store(0, std::memory_order_relaxed);
-    barrier_phase_.fetch_add(1, std::memory_order_acq_rel);
+    barrier_phase_.fetch_add(1);  // seq_cst: pairs with the sleepers' increment below
+    if (barrier_sleepers_.load() > 0) barrier_phase_.notify_all();
     return;
   }
-  int spins = 0;
-  while (barrier_phase_.load(std::memory_order_acquire) == phase) {
-    if (++spins < kSpinsBeforeSleep) GX_CPU_RELAX();
-    else std::this_thread::yield();
+  for (int spins = 0; spins < kBarrierSpins; ++spins) {
+    if (barrier_phase_.load(std::memory_order_acquire) != phase) return;
+    GX_CPU_RELAX();
   }
+  barrier_sleepers_.fetch_add(1);
+  while (barrier_phase_.load() == phase) barrier_phase_.wait(phase);
+  barrier_sleepers_.fetch_sub(1);
 }
 
 }  // namespace geniex

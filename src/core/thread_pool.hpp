@@ -1,5 +1,7 @@
 // Persistent worker threads: a run executes fn(ith, nth) on every thread, with barriers
 // inside for phase changes (one op after another), in the style of ggml's graph compute.
+// Every wait spins briefly (hand-offs between ops take microseconds) and then sleeps on a
+// futex, so a thread that the OS preempted costs the others a sleep, not a burnt time slice.
 #pragma once
 
 #include <atomic>
@@ -49,6 +51,8 @@ class ThreadPool {
   // barrier state
   std::atomic<int> barrier_count_{0};
   std::atomic<uint32_t> barrier_phase_{0};
+  std::atomic<int> barrier_sleepers_{0};
+  std::atomic<int> done_sleepers_{0};
 };
 
 }  // namespace geniex
