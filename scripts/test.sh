@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# README command (b): everything CI checks, in order of cost.
+#   1. dependencies (scripts/setup.sh) and the real model (scripts/fetch_model.sh) for the
+#      end-to-end tests
+#   2. Release build with warnings as errors, all tests (ctest)
+#   3. the README example and CLI smoke checks against the real model
+#   4. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan), tests not labelled slow,
+#      plus a short CLI smoke run under the sanitizers
+#   5. clang libFuzzer build (build-fuzz) of the fuzz targets, ctest -L fuzz (skipped without clang)
+# Fails (non-zero exit) on the first failing step. Budget: ~60 min on 2 cores.
+# Environment: GENIEX_JOBS (build/test parallelism, default 2), GENIEX_SKIP_ASAN=1,
+# GENIEX_SKIP_FUZZ=1 (local shortcuts; CI runs everything).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+JOBS="${GENIEX_JOBS:-2}"
+START=$SECONDS
+step() { printf '\n=== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
+fail() { echo "test.sh: FAIL: $*" >&2; exit 1; }
+
+step "setup: dependencies"
+bash scripts/setup.sh
+
+step "setup: model"
+MODEL="$(bash scripts/fetch_model.sh | tail -n 1)"
+[ -f "$MODEL" ] || fail "fetch_model.sh did not produce a model file (got '$MODEL')"
+export GENIEX_MODEL="$MODEL"
+echo "model: $GENIEX_MODEL"
+
+# cli_smoke BUILD_DIR [quick]: the CLI's subcommands on the real model, checking exit codes
+# and the shape of their output.
+cli_smoke() {
+  local dir="$1" quick="${2:-}"
+  local bin="$dir/tools/geniex"
+  local tmp
+  tmp="$(mktemp -d)"
+  [ -x "$bin" ] || fail "$bin was not built"
+
+  "$bin" --version >"$tmp/version" || fail "geniex --version"
+  grep -q '^geniex [0-9]' "$tmp/version" || fail "geniex --version printed '$(cat "$tmp/version")'"
+  "$bin" help >"$tmp/help" || fail "geniex help"
+  for cmd in run chat info tokenize detokenize bench plan; do
+    grep -q "^  $cmd " "$tmp/help" || fail "geniex help does not list '$cmd'"
+  done
+
+  "$bin" info -m "$MODEL" >"$tmp/info" || fail "geniex info"
+  grep -q '^parameters: ' "$tmp/info" || fail "geniex info: no parameter count"
+  grep -q 'KV cache' "$tmp/info" || fail "geniex info: no memory estimate"
+  "$bin" info -m "$MODEL" --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["n_params"] > 0' \
+    || fail "geniex info --json"
+
+  "$bin" tokenize -m "$MODEL" -p "Hello world" >"$tmp/ids" || fail "geniex tokenize"
+  grep -qE '^\[[0-9]+(,[0-9]+)*\]$' "$tmp/ids" || fail "geniex tokenize: not a JSON list: $(cat "$tmp/ids")"
+  "$bin" detokenize -m "$MODEL" <"$tmp/ids" >"$tmp/text" || fail "geniex detokenize"
+  grep -q 'Hello world' "$tmp/text" || fail "geniex detokenize: round trip gave '$(cat "$tmp/text")'"
+
+  "$bin" run -m "$MODEL" -p "Name a primary color." -n 8 --temp 0 >"$tmp/run1" 2>"$tmp/run1.err" \
+    || fail "geniex run: $(cat "$tmp/run1.err")"
+  [ -s "$tmp/run1" ] || fail "geniex run: no text on stdout"
+  grep -q 'decode' "$tmp/run1.err" || fail "geniex run: no timings on stderr"
+  grep -q 'time to 1st token' "$tmp/run1.err" || fail "geniex run: no time to first token on stderr"
+
+  printf 'Hi!\n/reset\nWhat is 2+2?\n/exit\n' | "$bin" chat -m "$MODEL" -n 8 --temp 0 >"$tmp/chat" 2>"$tmp/chat.err" \
+    || fail "geniex chat: $(cat "$tmp/chat.err")"
+  [ -s "$tmp/chat" ] || fail "geniex chat: no reply on stdout"
+
+  local rc=0
+  "$bin" run -m /nonexistent/model.gguf -p hi 2>"$tmp/err" >/dev/null || rc=$?
+  [ "$rc" -eq 1 ] || fail "geniex run with a missing model: exit code $rc, expected 1"
+  grep -q '^geniex: error: ' "$tmp/err" || fail "geniex run with a missing model: message '$(cat "$tmp/err")'"
+  rc=0
+  "$bin" run --no-such-flag 2>/dev/null >/dev/null || rc=$?
+  [ "$rc" -eq 2 ] || fail "geniex run --no-such-flag: exit code $rc, expected 2"
+
+  if [ -z "$quick" ]; then
+    "$bin" run -m "$MODEL" -p "Name a primary color." -n 8 --temp 0 --no-stats >"$tmp/run2" || fail "geniex run (again)"
+    cmp -s "$tmp/run1" "$tmp/run2" || fail "geniex run --temp 0 is not deterministic"
+
+    "$bin" plan -m "$MODEL" -p 64 >"$tmp/plan" || fail "geniex plan"
+    grep -q '^splits: ' "$tmp/plan" || fail "geniex plan: no summary"
+    "$bin" plan -m "$MODEL" -p 64 --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode"]["rows"] and d["prefill"]["n_tokens"] == 64' \
+      || fail "geniex plan --json"
+
+    "$bin" bench -m "$MODEL" -p 32 -n 4 -r 2 --json >"$tmp/bench" || fail "geniex bench"
+    python3 - "$tmp/bench" <<'PY' || fail "geniex bench --json: unexpected output"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+assert [r["test"] for r in rows] == ["pp32", "tg4"], rows
+for r in rows:
+    assert r["tokens_per_second"] > 0 and len(r["samples_tps"]) == 2 and r["peak_rss_bytes"] > 0, r
+PY
+    "$bin" bench -m "$MODEL" -p 32 -n 4 -r 1 >"$tmp/bench.md" || fail "geniex bench (table)"
+    grep -qE '\| +pp32 \|' "$tmp/bench.md" || fail "geniex bench: no markdown table"
+  fi
+  rm -rf "$tmp"
+  echo "CLI smoke checks passed ($bin)"
+}
+
+step "release: configure + build (build/, -DGENIEX_WERROR=ON, -j$JOBS)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGENIEX_WERROR=ON -DGENIEX_BUILD_TESTS=ON \
+  -DGENIEX_SANITIZE=OFF -DGENIEX_FUZZ=OFF
+cmake --build build -j "$JOBS"
+
+step "release: ctest"
+ctest --test-dir build --output-on-failure -j "$JOBS"
+
+step "release: README example (build/examples/simple)"
+build/examples/simple "$MODEL" >build/example_simple.out || fail "examples/simple exited non-zero"
+[ -s build/example_simple.out ] || fail "examples/simple printed nothing"
+cat build/example_simple.out
+
+step "release: CLI smoke checks"
+cli_smoke build
+
+if [ "${GENIEX_SKIP_ASAN:-0}" = "1" ]; then
+  step "asan: skipped (GENIEX_SKIP_ASAN=1)"
+else
+  step "asan: configure + build (build-asan, RelWithDebInfo, ASan+UBSan)"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENIEX_SANITIZE=ON \
+    -DGENIEX_BUILD_BENCH=OFF -DGENIEX_BUILD_TESTS=ON -DGENIEX_FUZZ=OFF
+  cmake --build build-asan -j "$JOBS"
+
+  step "asan: ctest -LE slow"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:strict_string_checks=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE slow
+
+  step "asan: CLI smoke checks"
+  cli_smoke build-asan
+fi
+
+if [ "${GENIEX_SKIP_FUZZ:-0}" = "1" ]; then
+  step "fuzz: skipped (GENIEX_SKIP_FUZZ=1)"
+elif command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
+  step "fuzz: configure + build the fuzz targets (build-fuzz, clang, libFuzzer)"
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENIEX_FUZZ=ON \
+    -DGENIEX_BUILD_BENCH=OFF -DGENIEX_BUILD_TESTS=ON -DGENIEX_SANITIZE=OFF
+  mapfile -t fuzz_targets < <(cmake --build build-fuzz --target help | grep -oE '\bfuzz_[A-Za-z0-9_]+' | sort -u)
+  [ "${#fuzz_targets[@]}" -gt 0 ] || fail "no fuzz_* targets in build-fuzz"
+  echo "fuzz targets: ${fuzz_targets[*]}"
+  cmake --build build-fuzz -j "$JOBS" --target "${fuzz_targets[@]}"
+
+  step "fuzz: ctest -L fuzz"
+  ctest --test-dir build-fuzz --output-on-failure -j "$JOBS" -L fuzz
+else
+  step "fuzz: skipped (clang not found)"
+fi
+
+step "all checks passed in $((SECONDS - START)) s"

@@ -1,0 +1,226 @@
+// geniex bench: prompt-processing and text-generation throughput, in the manner of
+// llama-bench, so the two can be compared on the same GGUF.
+//   pp{N}: one Session::eval of N random token ids on an empty session.
+//   tg{N}: N single-token evals on an empty session.
+// Each test runs once to warm up, then -r times; the table reports the median tokens/s and
+// the standard deviation; --json prints one JSON object per test and line.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+
+namespace geniex::cli {
+namespace {
+
+struct BenchOptions {
+  ModelOptions model;
+  std::string n_prompt = "512";
+  std::string n_gen = "128";
+  std::string threads = "0";
+  int32_t repetitions = 3;
+  int64_t seed = 42;
+  bool json = false;
+};
+
+struct TestResult {
+  std::string name;
+  int32_t n_prompt = 0;
+  int32_t n_gen = 0;
+  std::vector<double> samples_tps;
+  double median = 0;
+  double stddev = 0;
+};
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double stddev_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(v.size() - 1));
+}
+
+int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+}
+
+using Clock = std::chrono::steady_clock;
+
+// One timed run: seconds spent evaluating (the reset before is not timed).
+Result<double> run_once(Session& session, const std::vector<int32_t>& tokens, bool prompt) {
+  session.reset();
+  const auto t0 = Clock::now();
+  if (prompt) {
+    Result<std::span<const float>> logits = session.eval(tokens);
+    if (!logits) return logits.take_error();
+  } else {
+    for (const int32_t token : tokens) {
+      const int32_t one[1] = {token};
+      Result<std::span<const float>> logits = session.eval(one);
+      if (!logits) return logits.take_error();
+    }
+  }
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+Result<TestResult> run_test(Session& session, int32_t n_vocab, int32_t n, bool prompt, const BenchOptions& opts) {
+  TestResult r;
+  r.name = fmt::format("{}{}", prompt ? "pp" : "tg", n);
+  (prompt ? r.n_prompt : r.n_gen) = n;
+  std::mt19937_64 rng(static_cast<uint64_t>(opts.seed) + static_cast<uint64_t>(n) * 2 + (prompt ? 1 : 0));
+  std::uniform_int_distribution<int32_t> dist(0, n_vocab - 1);
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  for (int32_t& t : tokens) t = dist(rng);
+
+  Result<double> warmup = run_once(session, tokens, prompt);
+  if (!warmup) return warmup.take_error();
+  for (int32_t rep = 0; rep < opts.repetitions; ++rep) {
+    Result<double> seconds = run_once(session, tokens, prompt);
+    if (!seconds) return seconds.take_error();
+    r.samples_tps.push_back(*seconds > 0 ? n / *seconds : 0.0);
+  }
+  r.median = median_of(r.samples_tps);
+  r.stddev = stddev_of(r.samples_tps);
+  return r;
+}
+
+int run(const BenchOptions& opts) {
+  Result<std::vector<int32_t>> prompts = parse_int_list(opts.n_prompt, "-p/--n-prompt", 0);
+  if (!prompts) return report_error(prompts.error());
+  Result<std::vector<int32_t>> gens = parse_int_list(opts.n_gen, "-n/--n-gen", 0);
+  if (!gens) return report_error(gens.error());
+  Result<std::vector<int32_t>> threads = parse_int_list(opts.threads, "-t/--threads", 0);
+  if (!threads) return report_error(threads.error());
+
+  int32_t needed_ctx = 1;
+  for (int32_t n : *prompts) needed_ctx = std::max(needed_ctx, n);
+  for (int32_t n : *gens) needed_ctx = std::max(needed_ctx, n);
+  if (opts.model.ctx_size > 0 && opts.model.ctx_size < needed_ctx) {
+    return report_error(make_error(ErrorCode::InvalidArgument,
+                                   fmt::format("-c {} is smaller than the largest test ({} tokens)",
+                                               opts.model.ctx_size, needed_ctx)));
+  }
+
+  if (!opts.json) {
+    fmt::print("| {:<32} | {:>10} | {:>10} | {:<8} | {:>7} | {:>8} | {:>20} |\n", "model", "size", "params",
+               "backend", "threads", "test", "t/s");
+    fmt::print("| {:-<32} | {:->10} | {:->10} | {:-<8} | {:->7} | {:->8} | {:->20} |\n", "", "", "", "", "", "", "");
+    std::fflush(stdout);
+  }
+
+  for (const int32_t n_threads : *threads) {
+    ModelOptions mo = opts.model;
+    mo.threads = n_threads;
+    mo.ctx_size = opts.model.ctx_size > 0 ? opts.model.ctx_size : needed_ctx;
+    Result<Model> model = load_model(mo);
+    if (!model) return report_error(model.error());
+    const ModelInfo& info = model->info();
+    if (info.n_vocab <= 0) return report_error("the model reports no vocabulary");
+    Result<Session> session = model->new_session();
+    if (!session) return report_error(session.error());
+
+    std::string backends;
+    for (const std::string& b : info.backends) backends += (backends.empty() ? "" : ",") + b;
+    if (backends.empty()) backends = info.device;
+    for (const std::string& note : info.device_notes) fmt::print(stderr, "geniex bench: {}\n", note);
+
+    auto planning_ms = [&](int32_t n_tokens) -> nlohmann::json {
+      Result<PlanSummary> plan = model->plan(n_tokens);
+      if (!plan) {
+        warn(fmt::format("plan({}) failed: {}", n_tokens, plan.error().to_string()));
+        return nullptr;
+      }
+      return plan->planning_ms;
+    };
+    const nlohmann::json decode_planning_ms = planning_ms(1);
+
+    for (const bool prompt : {true, false}) {
+      for (const int32_t n : prompt ? *prompts : *gens) {
+        if (n == 0) continue;
+        fmt::print(stderr, "geniex bench: {}{} with {} threads...\n", prompt ? "pp" : "tg", n, info.n_threads);
+        Result<TestResult> r = run_test(*session, info.n_vocab, n, prompt, opts);
+        if (!r) return report_error(r.error());
+        if (opts.json) {
+          nlohmann::json j;
+          j["test"] = r->name;
+          j["tokens_per_second"] = r->median;
+          j["stddev_tps"] = r->stddev;
+          j["model"] = basename_of(info.path);
+          j["model_bytes"] = info.file_bytes;
+          j["n_params"] = info.n_params;
+          j["threads"] = info.n_threads;
+          j["n_prompt"] = r->n_prompt;
+          j["n_gen"] = r->n_gen;
+          j["n_ctx"] = info.n_ctx;
+          j["repetitions"] = opts.repetitions;
+          j["samples_tps"] = r->samples_tps;
+          j["peak_rss_bytes"] = peak_rss_bytes();
+          j["planning_ms"] = prompt ? planning_ms(n) : decode_planning_ms;
+          j["planning_ms_decode"] = decode_planning_ms;
+          j["device"] = info.device;
+          j["backends"] = info.backends;
+          j["load_ms"] = info.load_ms;
+          fmt::print("{}\n", j.dump());
+        } else {
+          fmt::print("| {:<32} | {:>10} | {:>10} | {:<8} | {:>7} | {:>8} | {:>20} |\n", basename_of(info.path),
+                     format_bytes(static_cast<double>(info.file_bytes)), format_count(static_cast<double>(info.n_params)),
+                     backends, info.n_threads, r->name, fmt::format("{:.2f} ± {:.2f}", r->median, r->stddev));
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (!opts.json) {
+    fmt::print("\nmedian of {} repetitions after one warm-up; peak RSS {}\n", opts.repetitions,
+               format_bytes(static_cast<double>(peak_rss_bytes())));
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command make_bench_command(CLI::App& root) {
+  auto opts = std::make_shared<BenchOptions>();
+  CLI::App* app = root.add_subcommand("bench", "measure prompt (pp) and generation (tg) tokens/s, like llama-bench");
+  app->footer("Example: geniex bench -p 128,512 -n 128 -r 5 -t 1,2 --json\n");
+  app->add_option("-m,--model", opts->model.path, "GGUF model file")->capture_default_str();
+  app->add_option("-p,--n-prompt", opts->n_prompt, "prompt lengths (comma list; 0 skips)")->capture_default_str();
+  app->add_option("-n,--n-gen", opts->n_gen, "generation lengths (comma list; 0 skips)")->capture_default_str();
+  app->add_option("-t,--threads", opts->threads, "thread counts (comma list; 0: all physical cores)")
+      ->capture_default_str();
+  app->add_option("-r,--repetitions", opts->repetitions, "measured runs per test")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app->add_option("-c,--ctx-size", opts->model.ctx_size, "context (0: the largest test)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--device", opts->model.device, "target compute unit")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cpu", "gpu", "npu", "auto"}));
+  app->add_option("--seed", opts->seed, "seed of the random token ids")->capture_default_str();
+  app->add_flag("--json", opts->json, "one JSON object per test and line instead of the table");
+  return Command{app, [opts] { return run(*opts); }};
+}
+
+}  // namespace geniex::cli

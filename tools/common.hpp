@@ -1,0 +1,115 @@
+// Shared pieces of the `geniex` CLI: flag groups, model loading, prompt input, error and
+// statistics printing. Every subcommand is a Command built by one make_*_command function.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "geniex/geniex.hpp"
+
+namespace geniex::cli {
+
+// A registered subcommand: its CLI11 app and the function that runs it once parsed.
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+Command make_run_command(CLI::App& root);
+Command make_chat_command(CLI::App& root);
+Command make_info_command(CLI::App& root);
+Command make_tokenize_command(CLI::App& root);
+Command make_detokenize_command(CLI::App& root);
+Command make_bench_command(CLI::App& root);
+Command make_plan_command(CLI::App& root);
+
+// Exit codes: 0 success, 1 runtime error (any geniex::Error), 2 usage error.
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+// $GENIEX_MODEL if set, else ${GENIEX_CACHE:-$HOME/.cache/geniex}/models/SmolLM2-135M-Instruct.Q4_1.gguf.
+std::string default_model_path();
+
+// -m/--model, -t/--threads, -c/--ctx-size, --device.
+struct ModelOptions {
+  std::string path = default_model_path();
+  int32_t threads = 0;
+  int32_t ctx_size = 0;
+  std::string device = "auto";
+};
+void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads = true,
+                       bool with_ctx = true, bool with_device = true);
+Result<Model> load_model(const ModelOptions& opts);
+
+// Sampling and generation flags, defaults taken from GenerationConfig.
+struct SamplingOptions {
+  int32_t n_predict = 256;
+  float temp = GenerationConfig{}.temperature;
+  int32_t top_k = GenerationConfig{}.top_k;
+  float top_p = GenerationConfig{}.top_p;
+  float min_p = GenerationConfig{}.min_p;
+  float repeat_penalty = GenerationConfig{}.repeat_penalty;
+  int32_t repeat_last_n = GenerationConfig{}.repeat_last_n;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+};
+void add_sampling_options(CLI::App& app, SamplingOptions& opts);
+// Builds a config (no callback, no stats); escapes in stop strings processed when `escape`.
+GenerationConfig make_generation_config(const SamplingOptions& opts, bool escape);
+
+// -p/--prompt and -f/--file (mutually exclusive).
+struct PromptOptions {
+  std::string prompt;
+  std::string file;
+  bool escape = false;
+};
+void add_prompt_options(CLI::App& app, PromptOptions& opts, bool with_escape = true);
+// The prompt from -p, -f, or (when allow_stdin and stdin is not a terminal) all of stdin.
+// strip_final_newline: drop the newline that ends a file or piped text (for a chat message;
+// raw prompts and tokenize keep the bytes as they are).
+Result<std::string> read_prompt(const PromptOptions& opts, bool allow_stdin, bool strip_final_newline);
+
+// Reads a whole stream (until EOF) or file.
+std::string read_all(std::FILE* f);
+Result<std::string> read_file(const std::string& path);
+// "\n", "\t", "\\", "\"", "\'", "\r", "\0" and "\xNN" escapes, as llama.cpp's -e.
+std::string process_escapes(std::string_view s);
+// Printable form of a token piece: control bytes and invalid UTF-8 as \n, \t, \xNN.
+std::string escape_piece(std::string_view s);
+// True when the bytes are valid UTF-8.
+bool is_valid_utf8(std::string_view s);
+
+// "geniex: error: <code>: <message>" on stderr (one line); returns kExitError.
+int report_error(const Error& error);
+int report_error(std::string_view message);
+// "geniex: warning: ..." on stderr.
+void warn(std::string_view message);
+
+// "85.81 MiB", "1.20 GiB", "512 B".
+std::string format_bytes(double bytes);
+// "134.52 M", "1.10 B".
+std::string format_count(double n);
+// Comma-separated positive integers ("128,512"); InvalidArgument naming the flag otherwise.
+Result<std::vector<int32_t>> parse_int_list(std::string_view text, std::string_view flag,
+                                            int32_t min_value);
+// Last path component.
+std::string basename_of(std::string_view path);
+bool stdin_is_tty();
+
+// Prints load time, prompt tokens, TTFT, prefill and decode rates on stderr.
+void print_generation_stats(const ModelInfo& info, const GenerationStats& stats);
+
+// Cancellation by Ctrl-C: install_interrupt_handler() makes SIGINT set a flag that
+// interrupted() reads (a second Ctrl-C while the flag is set exits immediately).
+void install_interrupt_handler();
+bool interrupted();
+void clear_interrupted();
+
+}  // namespace geniex::cli
