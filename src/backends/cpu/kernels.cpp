@@ -67,6 +67,11 @@ bool avx2_usable() {
   return f.avx2 && f.fma && f.f16c;
 }
 
+bool avx512_usable() {
+  const CpuFeatures& f = cpu_features();
+  return avx2_usable() && f.avx512f && f.avx512bw;
+}
+
 // ---- scalar f32 helpers ----------------------------------------------------------------------
 
 float scalar_dot_f32(const float* a, const float* b, int64_t n) {
@@ -119,6 +124,9 @@ const Helpers& helpers() {
 
 const TypeKernels* kernels_for(DType weight_type) {
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
+  if (avx512_usable()) {
+    if (const TypeKernels* k = avx512::kernels(weight_type)) return k;
+  }
   if (avx2_usable()) {
     if (const TypeKernels* k = avx2::kernels(weight_type)) return k;
   }
@@ -131,6 +139,7 @@ const TypeKernels* kernels_for_isa(DType weight_type, const char* isa) {
   if (std::strcmp(isa, "scalar") == 0) return scalar_kernels(weight_type);
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
   if (std::strcmp(isa, "avx2") == 0) return avx2_usable() ? avx2::kernels(weight_type) : nullptr;
+  if (std::strcmp(isa, "avx512") == 0) return avx512_usable() ? avx512::kernels(weight_type) : nullptr;
 #endif
   return nullptr;
 }

@@ -21,6 +21,10 @@ void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
 }  // namespace avx2
+namespace avx512 {
+// Types with AVX-512 (F+BW) kernels; nullptr for the others (use the AVX2 table then).
+const TypeKernels* kernels(DType t);
+}  // namespace avx512
 #endif
 
 }  // namespace geniex::cpu
