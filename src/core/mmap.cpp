@@ -12,7 +12,8 @@
 namespace geniex {
 
 Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is rejected below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     return make_error(err == ENOENT ? ErrorCode::NotFound : ErrorCode::IoError,

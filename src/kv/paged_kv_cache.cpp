@@ -1,6 +1,7 @@
 // Paged KV cache: blocks allocated on first use up to a budget; copy_prefix shares blocks and
 // begin_batch copies a shared block before anyone writes into it.
 #include <algorithm>
+#include <map>
 #include <cstring>
 #include <string>
 
@@ -15,6 +16,17 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(const KvConfig& confi
       config.n_seq_max <= 0 || config.block_size <= 0) {
     return make_error(ErrorCode::InvalidArgument, "kv cache: every dimension must be positive");
   }
+  if (config.n_ctx > (1 << 30) || config.block_size > (1 << 20) || config.n_seq_max > (1 << 16)) {
+    return make_error(ErrorCode::InvalidArgument, "kv cache: context, block size or sequence count too large");
+  }
+  // Block bytes = row bytes * block_size * 2 * n_layer must fit comfortably in int64.
+  int64_t bytes = 4;
+  for (const int64_t f : {int64_t{config.n_head_kv}, int64_t{config.head_dim}, int64_t{config.block_size},
+                          int64_t{2}, int64_t{config.n_layer}}) {
+    if (__builtin_mul_overflow(bytes, f, &bytes) || bytes > (int64_t{1} << 40)) {
+      return make_error(ErrorCode::InvalidArgument, "kv cache: one block would be larger than 1 TiB");
+    }
+  }
   if (config.type != DType::F16 && config.type != DType::F32) {
     return make_error(ErrorCode::Unsupported,
                       "kv cache: storage type " + std::string(dtype_name(config.type)) +
@@ -27,7 +39,7 @@ PagedKvCache::PagedKvCache(const KvConfig& config) : config_(config) {
   const size_t elem = config.type == DType::F16 ? 2 : 4;
   row_bytes_ = static_cast<size_t>(config.n_head_kv) * static_cast<size_t>(config.head_dim) * elem;
   block_bytes_ = static_cast<int64_t>(row_bytes_) * config.block_size * 2 * config.n_layer;
-  const int64_t blocks_per_seq = (config.n_ctx + config.block_size - 1) / config.block_size;
+  const int64_t blocks_per_seq = (int64_t{config.n_ctx} + config.block_size - 1) / config.block_size;
   max_blocks_ = blocks_per_seq * config.n_seq_max;
   if (config.max_bytes > 0) max_blocks_ = std::max<int64_t>(1, config.max_bytes / block_bytes_);
   tables_.resize(static_cast<size_t>(config.n_seq_max));
@@ -92,15 +104,25 @@ Status PagedKvCache::begin_batch(std::span<const int32_t> seq_ids,
     }
     ++new_len[static_cast<size_t>(s)];
   }
-  // Blocks needed: new ones at the tail, plus copies of shared tail blocks about to be written.
+  // Blocks needed: new ones at the tail, plus copies of shared tail blocks about to be
+  // written. Copies are counted on simulated reference counts: when two sharers of a block
+  // both extend it, the second finds it unshared after the first has copied.
   int64_t needed = 0;
+  std::map<int32_t, int32_t> refs;  // block -> simulated ref count, for touched blocks only
   for (size_t s = 0; s < tables_.size(); ++s) {
     if (new_len[s] == lengths_[s]) continue;
     const int64_t have = static_cast<int64_t>(tables_[s].size());
-    const int64_t want = (new_len[s] + config_.block_size - 1) / config_.block_size;
+    const int64_t want = (int64_t{new_len[s]} + config_.block_size - 1) / config_.block_size;
     needed += std::max<int64_t>(0, want - have);
     const int32_t tail = lengths_[s] / config_.block_size;
-    if (tail < have && ref_count_[static_cast<size_t>(tables_[s][static_cast<size_t>(tail)])] > 1) ++needed;
+    if (tail < have) {
+      const int32_t b = tables_[s][static_cast<size_t>(tail)];
+      auto it = refs.try_emplace(b, ref_count_[static_cast<size_t>(b)]).first;
+      if (it->second > 1) {
+        ++needed;
+        --it->second;
+      }
+    }
   }
   const int64_t available = static_cast<int64_t>(free_blocks_.size()) + max_blocks_ -
                             static_cast<int64_t>(blocks_.size());
@@ -122,7 +144,7 @@ Status PagedKvCache::begin_batch(std::span<const int32_t> seq_ids,
         table[static_cast<size_t>(tail)] = fresh;
       }
     }
-    const size_t want = static_cast<size_t>((new_len[s] + config_.block_size - 1) / config_.block_size);
+    const auto want = static_cast<size_t>((int64_t{new_len[s]} + config_.block_size - 1) / config_.block_size);
     while (table.size() < want) {
       GX_ASSIGN_OR_RETURN(const int32_t fresh, new_block());
       table.push_back(fresh);

@@ -2,6 +2,8 @@
 // error bounds on random data, and vec_dot_ref against the f32 dot of the decoded rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -183,10 +185,14 @@ TEST(QuantRules, Q8_1StoresScaledSum) {
   const auto x = random_normal(rng, 64);
   BlockQ8_1 b[2];
   quantize_row_ref(DType::Q8_1, x.data(), b, 64);
-  for (const auto& blk : b) {
+  for (int i = 0; i < 2; ++i) {
+    const BlockQ8_1& blk = b[i];
     int sum = 0;
     for (int8_t q : blk.qs) sum += q;
-    EXPECT_EQ(blk.s, f32_to_fp16(static_cast<float>(sum) * fp16_to_f32(blk.d)));
+    // As ggml: s = sum * d with d = amax / 127 before d is rounded to fp16.
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[static_cast<size_t>(i * 32 + j)]));
+    EXPECT_EQ(blk.s, f32_to_fp16(static_cast<float>(sum) * (amax / 127.0f)));
   }
 }
 
