@@ -83,7 +83,7 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   pool_.run([&](int ith, int nth) {
     for (int32_t id : nodes) {
       const graph::Node& node = g.node(id);
-      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, &next_chunk_, ith, nth};
+      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, ith, nth};
       switch (node.op) {
         case graph::Op::GetRows: cpu_ops::get_rows(args); break;
         case graph::Op::RmsNorm: cpu_ops::rms_norm(args); break;

@@ -2,7 +2,6 @@
 // kernels chosen at run time for the CPU's features (see backends/cpu/kernels.hpp).
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -28,7 +27,6 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   std::vector<uint8_t> work_;  // scratch for quantized activations; grows, never shrinks
-  std::atomic<int64_t> next_chunk_{0};  // work counter for ops that deal chunks dynamically
 };
 
 // Host memory aligned for SIMD, used by host-visible backends.

@@ -1,7 +1,5 @@
 // MatMul on the CPU: activations are quantized once to the weight type's partner format
-// (e.g. Q8_1 for Q4_1), then the threads take chunks of weight rows from a shared counter.
-#include <algorithm>
-
+// (e.g. Q8_1 for Q4_1), then every thread runs the gemm kernel on its share of weight rows.
 #include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/kernels.hpp"
 
@@ -19,7 +17,6 @@ void matmul(const OpArgs& a) {
 
   const void* act = xf;
   size_t act_stride = static_cast<size_t>(n_in) * sizeof(float);
-  if (a.ith == 0) a.next_chunk->store(0, std::memory_order_relaxed);
   if (k->act_type != DType::F32) {
     act_stride = static_cast<size_t>(row_bytes(k->act_type, n_in));
     int64_t t0, t1;
@@ -27,24 +24,22 @@ void matmul(const OpArgs& a) {
     for (int64_t t = t0; t < t1; ++t) {
       k->quantize_act(xf + t * n_in, a.work + static_cast<size_t>(t) * act_stride, n_in);
     }
+    a.pool.barrier();
     act = a.work;
   }
-  a.pool.barrier();  // activations ready, chunk counter reset
 
-  // Rows are dealt in chunks from a shared counter, so a thread that runs slower (a busy
-  // core, a cold cache) takes fewer chunks instead of holding everyone at the next barrier.
-  // Chunks: 16 rows for decode (whole kernel tiles), fewer and larger for prefill.
-  const int64_t rows_per_chunk = n_tok == 1 ? 16 : 64;
-  const int64_t n_chunks = (n_out + rows_per_chunk - 1) / rows_per_chunk;
+  // Rows in chunks of 16 so kernels see whole micro-tiles; chunks dealt out evenly.
+  constexpr int64_t kRowAlign = 16;
+  const int64_t n_chunks = (n_out + kRowAlign - 1) / kRowAlign;
+  int64_t c0, c1;
+  ThreadPool::split_range(n_chunks, a.ith, a.nth, &c0, &c1);
+  const int64_t r0 = c0 * kRowAlign;
+  const int64_t r1 = std::min(n_out, c1 * kRowAlign);
+  if (r0 >= r1) return;
   const size_t w_stride = static_cast<size_t>(row_bytes(w.type, n_in));
   const auto* wdata = static_cast<const uint8_t*>(a.src(0));
-  for (int64_t c = a.next_chunk->fetch_add(1, std::memory_order_relaxed); c < n_chunks;
-       c = a.next_chunk->fetch_add(1, std::memory_order_relaxed)) {
-    const int64_t r0 = c * rows_per_chunk;
-    const int64_t r1 = std::min(n_out, r0 + rows_per_chunk);
-    k->gemm(n_in, wdata + static_cast<size_t>(r0) * w_stride, w_stride, r1 - r0, act, act_stride,
-            n_tok, out + r0, n_out);
-  }
+  k->gemm(n_in, wdata + static_cast<size_t>(r0) * w_stride, w_stride, r1 - r0, act, act_stride,
+          n_tok, out + r0, n_out);
 }
 
 }  // namespace geniex::backends::cpu_ops

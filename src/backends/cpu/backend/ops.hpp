@@ -2,7 +2,6 @@
 // with internal phases call pool.barrier() the same number of times on every thread.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
 #include "backends/backend.hpp"
@@ -16,7 +15,6 @@ struct OpArgs {
   ExecContext& ctx;
   ThreadPool& pool;
   uint8_t* work;  // scratch of at least work_bytes(node)
-  std::atomic<int64_t>* next_chunk;  // shared chunk counter; reset by thread 0 before a barrier
   int ith;
   int nth;
 
