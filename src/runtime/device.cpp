@@ -39,11 +39,12 @@ DeviceResolution resolve_device(Device device) {
 }
 
 Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
-    const std::vector<std::string>& names, int32_t n_threads) {
+    const std::vector<std::string>& names, int32_t n_threads,
+    std::shared_ptr<const backends::CpuWeightStore> cpu_weights) {
   std::vector<std::unique_ptr<backends::Backend>> out;
   for (const std::string& name : names) {
     if (name == "cpu") {
-      out.push_back(std::make_unique<backends::CpuBackend>(n_threads));
+      out.push_back(std::make_unique<backends::CpuBackend>(n_threads, cpu_weights));
     } else {
       return make_error(ErrorCode::Unsupported, "backend '" + name + "' is not in this build");
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cpu/backend/weight_store.hpp"
 #include "formats/gguf.hpp"
 #include "geniex/geniex.hpp"
 #include "kv/kv_cache.hpp"
@@ -24,7 +25,8 @@ struct DeviceResolution {
 };
 DeviceResolution resolve_device(Device device);
 Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
-    const std::vector<std::string>& names, int32_t n_threads);
+    const std::vector<std::string>& names, int32_t n_threads,
+    std::shared_ptr<const backends::CpuWeightStore> cpu_weights);
 
 struct Model::Impl {
   std::string path;
@@ -36,6 +38,7 @@ struct Model::Impl {
   ModelInfo info;
   Device device = Device::auto_select();
   std::vector<std::string> backend_names;
+  std::shared_ptr<const backends::CpuWeightStore> cpu_weights;  // packed layouts, shared
   int32_t n_threads = 1;
   int32_t n_ctx = 0;
   int32_t n_batch = 512;  // most tokens per step; longer prompts are split

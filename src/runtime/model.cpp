@@ -78,6 +78,10 @@ Result<Model> ModelBuilder::build() const {
   impl->device = device;
   DeviceResolution res = resolve_device(device);
   impl->backend_names = res.backend_names;
+  {
+    const std::vector<const graph::WeightRef*> weights = impl->arch->weights();
+    GX_ASSIGN_OR_RETURN(impl->cpu_weights, backends::CpuWeightStore::create(weights, impl->n_threads));
+  }
 
   ModelInfo& info = impl->info;
   info.path = path;
@@ -167,7 +171,7 @@ Result<PlanSummary> Model::plan(int32_t n_tokens) const {
     return make_error(ErrorCode::InvalidArgument, "plan: n_tokens must be in [1, " +
                                                       std::to_string(impl_->n_batch) + "]");
   }
-  GX_ASSIGN_OR_RETURN(auto backends, create_backends(impl_->backend_names, 1));
+  GX_ASSIGN_OR_RETURN(auto backends, create_backends(impl_->backend_names, 1, impl_->cpu_weights));
   std::vector<backends::Backend*> ptrs;
   for (auto& b : backends) ptrs.push_back(b.get());
   sched::Scheduler scheduler(ptrs);

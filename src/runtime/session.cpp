@@ -31,7 +31,7 @@ auto guarded(F&& f) -> decltype(f()) {
 Result<std::unique_ptr<Session::Impl>> Session::Impl::create(std::shared_ptr<const Model::Impl> model) {
   auto s = std::make_unique<Impl>();
   s->model = std::move(model);
-  GX_ASSIGN_OR_RETURN(s->backends, create_backends(s->model->backend_names, s->model->n_threads));
+  GX_ASSIGN_OR_RETURN(s->backends, create_backends(s->model->backend_names, s->model->n_threads, s->model->cpu_weights));
   std::vector<backends::Backend*> ptrs;
   for (auto& b : s->backends) ptrs.push_back(b.get());
   s->scheduler = std::make_unique<sched::Scheduler>(ptrs);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.hpp"
+#include "backends/cpu/packed.hpp"
 #include "quant/quant.hpp"
 
 namespace geniex {
@@ -42,6 +43,57 @@ TEST(Avx512Kernels, Q4_0GemmMatchesScalar) {
     fast->gemm(s.k, w.data(), wrow, s.rows, a.data(), arow, s.cols, got.data(), s.rows);
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_FALSE(std::isnan(got[i])) << "unwritten output " << i << " k=" << s.k;
+      EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << "k=" << s.k << " i=" << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace geniex
+
+namespace geniex {
+namespace {
+
+TEST(PackedQ4_0x8, RepackDequantizeAndGemmMatchReference) {
+  const cpu::PackedKernels* pk = cpu::packed_kernels_for(DType::Q4_0, 256, 64);
+  if (pk == nullptr) GTEST_SKIP() << "no packed Q4_0 layout on this CPU (needs AVX-512 F+BW)";
+  const cpu::TypeKernels* ref = cpu::kernels_for_isa(DType::Q4_0, "scalar");
+  const uint32_t seed = std::random_device{}();
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  struct Shape { int64_t k, rows, cols; };
+  for (const Shape s : {Shape{256, 64, 1}, Shape{32, 8, 1}, Shape{576, 24, 3}, Shape{2048, 16, 1}, Shape{96, 40, 5}}) {
+    const size_t wrow = static_cast<size_t>(row_bytes(DType::Q4_0, s.k));
+    const size_t arow = static_cast<size_t>(row_bytes(DType::Q8_0, s.k));
+    std::vector<float> f(static_cast<size_t>(s.k));
+    std::vector<uint8_t> w(wrow * static_cast<size_t>(s.rows)), packed(w.size()), a(arow * static_cast<size_t>(s.cols));
+    for (int64_t r = 0; r < s.rows; ++r) {
+      for (float& v : f) v = nd(rng);
+      quant::quantize_row_ref(DType::Q4_0, f.data(), w.data() + static_cast<size_t>(r) * wrow, s.k);
+    }
+    for (int64_t c = 0; c < s.cols; ++c) {
+      for (float& v : f) v = nd(rng) * 2.0f;
+      ref->quantize_act(f.data(), a.data() + static_cast<size_t>(c) * arow, s.k);
+    }
+    cpu::repack_q4_0x8(w.data(), packed.data(), s.k, s.rows);
+    // Rows read back from the packed layout equal the original's, bit for bit.
+    std::vector<float> want_row(static_cast<size_t>(s.k)), got_row(want_row);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      quant::dequantize_row_ref(DType::Q4_0, w.data() + static_cast<size_t>(r) * wrow, want_row.data(), s.k);
+      pk->dequantize_row(packed.data(), r, got_row.data(), s.k);
+      ASSERT_EQ(want_row, got_row) << "row " << r;
+    }
+    const float poison = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> want(static_cast<size_t>(s.rows * s.cols), poison), got(want);
+    ref->gemm(s.k, w.data(), wrow, s.rows, a.data(), arow, s.cols, want.data(), s.rows);
+    // Split the rows in two like the CPU backend's threads do (at a multiple of 8).
+    const int64_t half = s.rows / 16 * 8;
+    if (half > 0) pk->gemm(s.k, packed.data(), wrow, half, a.data(), arow, s.cols, got.data(), s.rows);
+    pk->gemm(s.k, packed.data() + static_cast<size_t>(half) * wrow, wrow, s.rows - half, a.data(), arow, s.cols,
+             got.data() + half, s.rows);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << "unwritten output " << i;
       EXPECT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i]))) << "k=" << s.k << " i=" << i;
     }
   }

@@ -90,6 +90,42 @@ TEST(Api, DeviceParsingAndFallbackNotes) {
   EXPECT_NE(text.error().message.find("tokenizer"), std::string::npos);
 }
 
+TEST(Api, PackedWeightsGiveTheSameResults) {
+  // An all-Q4_0 tiny model: with AVX-512 its matrices are repacked at load (GENIEX_REPACK=0
+  // keeps the file layout); both must agree.
+  testing::TinyLlamaConfig cfg;
+  cfg.embd_type = cfg.attn_type = cfg.attn_out_type = cfg.ffn_gate_type = cfg.ffn_up_type =
+      cfg.ffn_down_type = cfg.output_type = DType::Q4_0;
+  cfg.tied = true;
+  const std::string path = temp_path("tiny_q4_0.gguf");
+  {
+    const auto bytes = testing::make_tiny_llama(cfg);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                static_cast<std::streamsize>(bytes.size()));
+  }
+  auto run = [&](const char* repack) {
+    ::setenv("GENIEX_REPACK", repack, 1);
+    auto m = ModelBuilder(path).with_threads(2).build();
+    EXPECT_TRUE(m.has_value());
+    auto s = m->new_session();
+    std::vector<float> all;
+    std::vector<int32_t> toks = {5, 17, 33, 2, 90, 61};
+    for (int step = 0; step < 5; ++step) {
+      auto l = s->eval(toks);
+      EXPECT_TRUE(l.has_value());
+      all.insert(all.end(), l->begin(), l->end());
+      toks = {static_cast<int32_t>(step * 7 % 96)};
+    }
+    ::unsetenv("GENIEX_REPACK");
+    return all;
+  };
+  const std::vector<float> packed = run("1");
+  const std::vector<float> plain = run("0");
+  std::filesystem::remove(path);
+  ASSERT_EQ(packed.size(), plain.size());
+  for (size_t i = 0; i < packed.size(); ++i) EXPECT_NEAR(packed[i], plain[i], 1e-3f * (1.0f + std::fabs(plain[i])));
+}
+
 TEST(Api, InvalidTokenAndContextOverflowLeaveSessionUsable) {
   GX_REQUIRE_MODEL();
   auto m = ModelBuilder(testing::default_model_path()).with_threads(1).with_context(16).build();

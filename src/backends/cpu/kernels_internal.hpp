@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels.hpp"
+#include "backends/cpu/packed.hpp"
 
 namespace geniex::cpu {
 
@@ -24,6 +25,8 @@ void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
 namespace avx512 {
 // Types with AVX-512 (F+BW) kernels; nullptr for the others (use the AVX2 table then).
 const TypeKernels* kernels(DType t);
+// Kernels for the Q4_0x8 packed layout (backends/cpu/packed.hpp).
+const struct PackedKernels* packed_q4_0x8();
 }  // namespace avx512
 #endif
 

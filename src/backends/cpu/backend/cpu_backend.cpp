@@ -19,7 +19,8 @@ HostBuffer::HostBuffer(size_t bytes) : size_(bytes) {
 
 HostBuffer::~HostBuffer() { std::free(data_); }
 
-CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {}
+CpuBackend::CpuBackend(int n_threads, std::shared_ptr<const CpuWeightStore> weights)
+    : pool_(n_threads), weights_(std::move(weights)) {}
 
 Support CpuBackend::supports(const graph::Graph& g, const graph::Node& n) const {
   using graph::Op;
@@ -83,7 +84,7 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   pool_.run([&](int ith, int nth) {
     for (int32_t id : nodes) {
       const graph::Node& node = g.node(id);
-      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, ith, nth};
+      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, weights_.get(), ith, nth};
       switch (node.op) {
         case graph::Op::GetRows: cpu_ops::get_rows(args); break;
         case graph::Op::RmsNorm: cpu_ops::rms_norm(args); break;

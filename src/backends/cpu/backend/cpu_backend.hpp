@@ -6,13 +6,15 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cpu/backend/weight_store.hpp"
 #include "core/thread_pool.hpp"
 
 namespace geniex::backends {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int n_threads);
+  // weights: packed layouts shared by the Model's sessions (may be null: file layout only).
+  explicit CpuBackend(int n_threads, std::shared_ptr<const CpuWeightStore> weights = nullptr);
 
   std::string_view name() const override { return "cpu"; }
   DeviceKind kind() const override { return DeviceKind::Cpu; }
@@ -26,6 +28,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  std::shared_ptr<const CpuWeightStore> weights_;
   std::vector<uint8_t> work_;  // scratch for quantized activations; grows, never shrinks
 };
 

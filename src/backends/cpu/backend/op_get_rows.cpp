@@ -15,6 +15,10 @@ void get_rows(const OpArgs& a) {
   const cpu::TypeKernels* k = cpu::kernels_for(table.type);
   int64_t t0, t1;
   ThreadPool::split_range(n_ids, a.ith, a.nth, &t0, &t1);
+  if (const CpuWeightStore::Packed* packed = a.weights ? a.weights->find(base) : nullptr) {
+    for (int64_t t = t0; t < t1; ++t) packed->kernels->dequantize_row(packed->data, ids[t], out + t * n_cols, n_cols);
+    return;
+  }
   for (int64_t t = t0; t < t1; ++t) {
     // Ids were validated against the table by the runtime before the step started.
     k->dequantize_row(base + static_cast<size_t>(ids[t]) * stride, out + t * n_cols, n_cols);

@@ -38,8 +38,14 @@ void matmul(const OpArgs& a) {
   if (r0 >= r1) return;
   const size_t w_stride = static_cast<size_t>(row_bytes(w.type, n_in));
   const auto* wdata = static_cast<const uint8_t*>(a.src(0));
-  k->gemm(n_in, wdata + static_cast<size_t>(r0) * w_stride, w_stride, r1 - r0, act, act_stride,
-          n_tok, out + r0, n_out);
+  auto gemm = k->gemm;
+  // A packed copy keeps row r at r * w_stride for r a multiple of 8 (r0 is a multiple of 16).
+  if (const CpuWeightStore::Packed* packed = a.weights ? a.weights->find(wdata) : nullptr) {
+    wdata = packed->data;
+    gemm = packed->kernels->gemm;
+  }
+  gemm(n_in, wdata + static_cast<size_t>(r0) * w_stride, w_stride, r1 - r0, act, act_stride,
+       n_tok, out + r0, n_out);
 }
 
 }  // namespace geniex::backends::cpu_ops

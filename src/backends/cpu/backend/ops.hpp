@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backends/backend.hpp"
+#include "backends/cpu/backend/weight_store.hpp"
 #include "core/thread_pool.hpp"
 
 namespace geniex::backends::cpu_ops {
@@ -15,6 +16,7 @@ struct OpArgs {
   ExecContext& ctx;
   ThreadPool& pool;
   uint8_t* work;  // scratch of at least work_bytes(node)
+  const CpuWeightStore* weights;  // packed layouts, or null
   int ith;
   int nth;
 
