@@ -94,28 +94,37 @@ TEST(LlamaCppParity, GreedySixtyFourTokens) {
     session->reset();
     auto logits = session->eval(prompt);
     ASSERT_TRUE(logits.has_value());
-    size_t same = 0;
+    // Free-running: our own greedy tokens until the first divergence. Then teacher-forced:
+    // llama.cpp's tokens are fed, so every one of its steps is compared, and every step where
+    // our argmax differs must be a near-tie in llama.cpp's own logits.
+    size_t same = 0, forced_mismatch = 0;
+    bool diverged = false;
     for (size_t i = 0; i < expected.size(); ++i) {
       const int32_t ours = argmax(*logits);
       if (ours != expected[i]) {
-        // A divergence is acceptable only at a measured near-tie in llama.cpp's own logits.
         const auto& step = run["steps"][i];
         const double gap = step["top1_logit"].get<double>() - step["top2_logit"].get<double>();
-        std::printf("  %s: diverges at step %zu (ours %d, llama.cpp %d, llama.cpp top1-top2 gap %.4f)\n",
+        std::printf("  %s: step %zu differs (ours %d, llama.cpp %d, llama.cpp top1-top2 gap %.4f)\n",
                     run["name"].get<std::string>().c_str(), i, ours, expected[i], gap);
-        // llama.cpp's flash-attention mode itself diverges from its default at gaps up to
-        // 0.21 on these runs ("code" at step 12, gap 0.12, exactly where we do).
-        EXPECT_LT(gap, 0.25) << "divergence without a near-tie in " << run["name"];
-        break;
+        // What counts as a near-tie is measured on llama.cpp itself: its flash-attention mode,
+        // teacher-forced through these same runs, disagrees with its default at 5 steps, with
+        // top1-top2 gaps 0.02-0.67 (chat_mountain 21/40/43, code 12/27; llama-cpp-python
+        // 0.3.36, 2026-11-30). A gap above that is a real difference.
+        EXPECT_LT(gap, 0.7) << "divergence without a near-tie in " << run["name"] << " at step " << i;
+        if (diverged) ++forced_mismatch;
+        diverged = true;
+      } else if (!diverged) {
+        ++same;
       }
-      ++same;
       if (i + 1 == expected.size()) break;
-      const int32_t next[1] = {ours};
+      const int32_t next[1] = {expected[i]};
       logits = session->eval(next);
       ASSERT_TRUE(logits.has_value());
     }
-    std::printf("  %-16s %zu/%zu greedy tokens identical\n", run["name"].get<std::string>().c_str(), same,
-                expected.size());
+    EXPECT_LE(forced_mismatch, 3u) << run["name"];
+    std::printf("  %-16s %zu/%zu greedy tokens identical free-running; %zu further near-tie "
+                "differences under teacher forcing\n",
+                run["name"].get<std::string>().c_str(), same, expected.size(), forced_mismatch);
   }
 }
 
