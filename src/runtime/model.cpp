@@ -201,6 +201,12 @@ Result<PlanSummary> Model::plan(int32_t n_tokens) const {
     const int32_t b = plan->backend_of[static_cast<size_t>(i)];
     row.backend = b >= 0 ? std::string(ptrs[static_cast<size_t>(b)]->name()) : "-";
     row.reason = plan->reason[static_cast<size_t>(i)];
+    if ((n.op == graph::Op::MatMul || n.op == graph::Op::GetRows) && impl_->cpu_weights &&
+        pg.node(n.src[0]).op == graph::Op::Weight && row.backend == "cpu") {
+      if (const auto* packed = impl_->cpu_weights->find(pg.node(n.src[0]).weight->data)) {
+        row.reason += "; weights repacked to " + std::string(packed->kernels->name) + " at load";
+      }
+    }
     row.layer = n.layer;
     out.rows.push_back(std::move(row));
   }
