@@ -11,7 +11,7 @@
 #include "backends/cpu/backend/cpu_backend.hpp"
 #include "backends/cpu/kernels.hpp"
 
-namespace geniex::testing {
+namespace geniex::test_support {
 
 // Runs MatMul only, and only for the weight types given (e.g. Q8_0 and F32), single-threaded.
 class MatMulOnlyBackend final : public backends::Backend {
@@ -71,4 +71,4 @@ class MatMulOnlyBackend final : public backends::Backend {
   std::vector<uint8_t> scratch_;
 };
 
-}  // namespace geniex::testing
+}  // namespace geniex::test_support

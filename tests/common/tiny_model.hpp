@@ -10,7 +10,7 @@
 #include "formats/gguf.hpp"
 #include "quant/quant.hpp"
 
-namespace geniex::testing {
+namespace geniex::test_support {
 
 struct TinyLlamaConfig {
   int n_embd = 64;
@@ -88,4 +88,4 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyLlamaConfig& c) {
   return w.to_bytes();
 }
 
-}  // namespace geniex::testing
+}  // namespace geniex::test_support

@@ -1,31 +1,9 @@
-// Seeded randomness for the core tests: the seed is printed once and can be replayed with
-// GENIEX_TEST_SEED=<n>.
+// Seeded randomness for the core tests (see common/test_seed.hpp).
 #pragma once
 
-#include <cstdint>
-#include <cstdlib>
-#include <iostream>
-#include <random>
+#include "common/test_seed.hpp"
 
 namespace geniex::core_test {
-
-inline uint32_t test_seed() {
-  static const uint32_t seed = [] {
-    if (const char* s = std::getenv("GENIEX_TEST_SEED")) {
-      return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-    }
-    return std::random_device{}();
-  }();
-  return seed;
-}
-
-inline std::mt19937 make_rng(uint32_t salt) {
-  static bool printed = false;
-  if (!printed) {
-    std::cout << "[ seed     ] GENIEX_TEST_SEED=" << test_seed() << "\n";
-    printed = true;
-  }
-  return std::mt19937(test_seed() ^ (salt * 0x9e3779b9u));
-}
-
+using test_support::make_rng;
+using test_support::test_seed;
 }  // namespace geniex::core_test

@@ -26,7 +26,7 @@ namespace {
 class TempFile {
  public:
   explicit TempFile(const std::vector<uint8_t>& bytes) {
-    std::string tmpl = testing::TempDir() + "geniex_mmap_XXXXXX";
+    std::string tmpl = ::testing::TempDir() + "geniex_mmap_XXXXXX";
     std::vector<char> buf(tmpl.begin(), tmpl.end());
     buf.push_back('\0');
     const int fd = ::mkstemp(buf.data());
@@ -93,14 +93,14 @@ TEST(MappedFile, MappingOutlivesUnlinkAndIsShared) {
 }
 
 TEST(MappedFile, MissingFileIsNotFound) {
-  const std::string path = testing::TempDir() + "geniex_definitely_missing_file_9f3a1.gguf";
+  const std::string path = ::testing::TempDir() + "geniex_definitely_missing_file_9f3a1.gguf";
   ::unlink(path.c_str());
   auto r = MappedFile::open(path);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::NotFound);
   EXPECT_NE(r.error().message.find(path), std::string::npos) << r.error().message;
   // A missing directory component too.
-  auto r2 = MappedFile::open(testing::TempDir() + "geniex_no_such_dir_9f3a1/x.bin");
+  auto r2 = MappedFile::open(::testing::TempDir() + "geniex_no_such_dir_9f3a1/x.bin");
   ASSERT_FALSE(r2.has_value());
   EXPECT_EQ(r2.error().code, ErrorCode::NotFound);
   auto r3 = MappedFile::open("");
@@ -109,7 +109,7 @@ TEST(MappedFile, MissingFileIsNotFound) {
 }
 
 TEST(MappedFile, DirectoryIsInvalidArgument) {
-  auto r = MappedFile::open(testing::TempDir());
+  auto r = MappedFile::open(::testing::TempDir());
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
   auto r2 = MappedFile::open("/");
@@ -120,7 +120,7 @@ TEST(MappedFile, DirectoryIsInvalidArgument) {
 // A FIFO is not a regular file: open() must say so (InvalidArgument) rather than block in
 // ::open() waiting for a writer. If it blocks, the test unblocks it by opening the write end.
 TEST(MappedFile, FifoIsInvalidArgumentWithoutBlocking) {
-  const std::string path = testing::TempDir() + "geniex_fifo_" + std::to_string(::getpid());
+  const std::string path = ::testing::TempDir() + "geniex_fifo_" + std::to_string(::getpid());
   ::unlink(path.c_str());
   ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
   auto fut = std::async(std::launch::async, [&] { return MappedFile::open(path); });

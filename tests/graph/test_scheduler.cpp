@@ -20,8 +20,8 @@ struct Fixture {
   std::unique_ptr<models::Architecture> arch;
 };
 
-Fixture load_tiny(const testing::TinyLlamaConfig& cfg = {}) {
-  const std::vector<uint8_t> bytes = testing::make_tiny_llama(cfg);
+Fixture load_tiny(const test_support::TinyLlamaConfig& cfg = {}) {
+  const std::vector<uint8_t> bytes = test_support::make_tiny_llama(cfg);
   auto file = gguf::File::parse(MappedFile::from_bytes(bytes.data(), bytes.size()));
   EXPECT_TRUE(file.has_value()) << (file ? "" : file.error().to_string());
   Fixture f{std::move(file).value(), nullptr};
@@ -87,7 +87,7 @@ TEST(Scheduler, CpuOnlyPlacesEverythingOnCpu) {
 
 TEST(Scheduler, FallbackRecordsReasonAndInsertsCopies) {
   Fixture f = load_tiny();
-  testing::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
+  test_support::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
   backends::CpuBackend cpu(2);
   sched::Scheduler s({&partial, &cpu});
   auto plan = s.plan(f.arch->build_graph({3, 1}));
@@ -132,7 +132,7 @@ TEST(Scheduler, FallbackRecordsReasonAndInsertsCopies) {
 
 TEST(Scheduler, NoCapableBackendIsAnError) {
   Fixture f = load_tiny();
-  testing::MatMulOnlyBackend partial({DType::Q8_0});
+  test_support::MatMulOnlyBackend partial({DType::Q8_0});
   sched::Scheduler s({&partial});
   auto plan = s.plan(f.arch->build_graph({1, 1}));
   ASSERT_FALSE(plan.has_value());
@@ -142,7 +142,7 @@ TEST(Scheduler, NoCapableBackendIsAnError) {
 
 TEST(Scheduler, MemoryPlanReusesWithoutOverlap) {
   Fixture f = load_tiny();
-  testing::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
+  test_support::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
   backends::CpuBackend cpu(1);
   sched::Scheduler s({&partial, &cpu});
   auto plan = s.plan(f.arch->build_graph({7, 2}));
@@ -197,7 +197,7 @@ TEST(Scheduler, MixedPlanMatchesCpuOnly) {
   sched::Scheduler only_cpu({&cpu_a});
   const std::vector<float> ref = run_steps(*f.arch, only_cpu, prompt, 6);
 
-  testing::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
+  test_support::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
   backends::CpuBackend cpu_b(2);
   sched::Scheduler mixed({&partial, &cpu_b});
   const std::vector<float> got = run_steps(*f.arch, mixed, prompt, 6);

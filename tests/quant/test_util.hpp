@@ -11,29 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "common/test_seed.hpp"
 #include "core/dtype.hpp"
 
 namespace geniex::test {
 
-inline uint32_t test_seed() {
-  static const uint32_t seed = [] {
-    if (const char* s = std::getenv("GENIEX_TEST_SEED")) {
-      return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
-    }
-    return std::random_device{}();
-  }();
-  return seed;
-}
-
-// A generator seeded from the run's seed and the test's own salt; prints the seed once.
-inline std::mt19937 make_rng(uint32_t salt) {
-  static bool printed = false;
-  if (!printed) {
-    std::cout << "[ seed     ] GENIEX_TEST_SEED=" << test_seed() << "\n";
-    printed = true;
-  }
-  return std::mt19937(test_seed() ^ (salt * 0x9e3779b9u));
-}
+using test_support::make_rng;
+using test_support::test_seed;
 
 inline std::vector<float> random_normal(std::mt19937& rng, size_t n, float sigma = 1.0f) {
   std::normal_distribution<float> dist(0.0f, sigma);

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-namespace geniex::testing {
+namespace geniex::test_support {
 
 inline std::string default_model_path() {
   if (const char* env = std::getenv("GENIEX_MODEL")) return env;
@@ -17,17 +17,17 @@ inline std::string default_model_path() {
 
 inline bool model_available() { return std::filesystem::exists(default_model_path()); }
 
-}  // namespace geniex::testing
+}  // namespace geniex::test_support
 
 // The end-to-end tests need the real model; CI fetches it first (scripts/fetch_model.sh), so
 // its absence is reported loudly. GENIEX_REQUIRE_MODEL=1 turns the skip into a failure.
 #define GX_REQUIRE_MODEL()                                                                   \
   do {                                                                                       \
-    if (!::geniex::testing::model_available()) {                                             \
+    if (!::geniex::test_support::model_available()) {                                             \
       if (std::getenv("GENIEX_REQUIRE_MODEL") != nullptr) {                                  \
-        FAIL() << "model missing: " << ::geniex::testing::default_model_path();              \
+        FAIL() << "model missing: " << ::geniex::test_support::default_model_path();              \
       }                                                                                      \
-      GTEST_SKIP() << "model missing: " << ::geniex::testing::default_model_path()          \
+      GTEST_SKIP() << "model missing: " << ::geniex::test_support::default_model_path()          \
                    << " (run scripts/fetch_model.sh)";                                       \
     }                                                                                        \
   } while (0)

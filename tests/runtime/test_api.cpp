@@ -33,7 +33,7 @@ std::string temp_path(const std::string& name) {
 
 const Model& real_model() {
   static Model* model = [] {
-    auto m = ModelBuilder(testing::default_model_path()).with_threads(2).with_context(1024).build();
+    auto m = ModelBuilder(test_support::default_model_path()).with_threads(2).with_context(1024).build();
     EXPECT_TRUE(m.has_value()) << (m ? "" : m.error().to_string());
     return new Model(std::move(m).value());
   }();
@@ -68,7 +68,7 @@ TEST(Api, DeviceParsingAndFallbackNotes) {
   EXPECT_EQ(Device::parse("npu")->kind(), Device::Kind::Npu);
   const std::string path = temp_path("tiny.gguf");
   {
-    const auto bytes = testing::make_tiny_llama({});
+    const auto bytes = test_support::make_tiny_llama({});
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                 static_cast<std::streamsize>(bytes.size()));
   }
@@ -93,13 +93,13 @@ TEST(Api, DeviceParsingAndFallbackNotes) {
 TEST(Api, PackedWeightsGiveTheSameResults) {
   // An all-Q4_0 tiny model: with AVX-512 its matrices are repacked at load (GENIEX_REPACK=0
   // keeps the file layout); both must agree.
-  testing::TinyLlamaConfig cfg;
+  test_support::TinyLlamaConfig cfg;
   cfg.embd_type = cfg.attn_type = cfg.attn_out_type = cfg.ffn_gate_type = cfg.ffn_up_type =
       cfg.ffn_down_type = cfg.output_type = DType::Q4_0;
   cfg.tied = true;
   const std::string path = temp_path("tiny_q4_0.gguf");
   {
-    const auto bytes = testing::make_tiny_llama(cfg);
+    const auto bytes = test_support::make_tiny_llama(cfg);
     std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                                 static_cast<std::streamsize>(bytes.size()));
   }
@@ -128,7 +128,7 @@ TEST(Api, PackedWeightsGiveTheSameResults) {
 
 TEST(Api, InvalidTokenAndContextOverflowLeaveSessionUsable) {
   GX_REQUIRE_MODEL();
-  auto m = ModelBuilder(testing::default_model_path()).with_threads(1).with_context(16).build();
+  auto m = ModelBuilder(test_support::default_model_path()).with_threads(1).with_context(16).build();
   ASSERT_TRUE(m.has_value());
   auto s = m->new_session();
   ASSERT_TRUE(s.has_value());
@@ -275,7 +275,7 @@ TEST(Api, BadInputDoesNotCrash) {
   EXPECT_FALSE(real_model().generate("hi", neg).has_value());
   EXPECT_FALSE(real_model().chat({}, greedy(4)).has_value());
   EXPECT_FALSE(real_model().plan(0).has_value());
-  EXPECT_FALSE(ModelBuilder(testing::default_model_path()).with_threads(-3).build().has_value());
+  EXPECT_FALSE(ModelBuilder(test_support::default_model_path()).with_threads(-3).build().has_value());
 }
 
 TEST(Api, SessionsOnSeveralThreadsMatchSequential) {

@@ -27,7 +27,7 @@ int32_t argmax(std::span<const float> v) {
 }
 
 Model load_model() {
-  auto model = ModelBuilder(testing::default_model_path()).with_device(Device::cpu()).with_threads(2).with_context(512).build();
+  auto model = ModelBuilder(test_support::default_model_path()).with_device(Device::cpu()).with_threads(2).with_context(512).build();
   EXPECT_TRUE(model.has_value()) << (model ? "" : model.error().to_string());
   return std::move(model).value();
 }
