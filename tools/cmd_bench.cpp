@@ -207,7 +207,7 @@ Command make_bench_command(CLI::App& root) {
   app->add_option("-m,--model", opts->model.path, "GGUF model file")->capture_default_str();
   app->add_option("-p,--n-prompt", opts->n_prompt, "prompt lengths (comma list; 0 skips)")->capture_default_str();
   app->add_option("-n,--n-gen", opts->n_gen, "generation lengths (comma list; 0 skips)")->capture_default_str();
-  app->add_option("-t,--threads", opts->threads, "thread counts (comma list; 0: all physical cores)")
+  app->add_option("-t,--threads", opts->threads, "thread counts (comma list; 0: every CPU this process may use)")
       ->capture_default_str();
   app->add_option("-r,--repetitions", opts->repetitions, "measured runs per test")
       ->capture_default_str()

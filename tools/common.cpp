@@ -34,7 +34,7 @@ void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads, boo
   app.add_option("-m,--model", opts.path, "GGUF model file ($GENIEX_MODEL or the cached SmolLM2-135M-Instruct)")
       ->capture_default_str();
   if (with_threads) {
-    app.add_option("-t,--threads", opts.threads, "CPU threads (0: all physical cores)")
+    app.add_option("-t,--threads", opts.threads, "CPU threads (0: every CPU this process may use)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
   }

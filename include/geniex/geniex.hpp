@@ -170,7 +170,7 @@ class ModelBuilder {
  public:
   explicit ModelBuilder(std::string path);
   ModelBuilder& with_device(Device device);
-  ModelBuilder& with_threads(int32_t n_threads);  // 0: all physical cores
+  ModelBuilder& with_threads(int32_t n_threads);  // 0: every CPU this process may use (affinity)
   ModelBuilder& with_context(int32_t n_ctx);      // 0: min(model's trained context, 4096)
   Result<Model> build() const;
 

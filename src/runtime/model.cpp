@@ -1,5 +1,7 @@
 // ModelBuilder and Model: load a GGUF file into an immutable, shareable model; one-shot
 // generation helpers; plans for inspection.
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -19,6 +21,20 @@ double GenerationStats::prefill_tokens_per_second() const {
 double GenerationStats::decode_tokens_per_second() const {
   return decode_ms > 0 && generated_tokens > 1 ? (generated_tokens - 1) * 1000.0 / decode_ms : 0.0;
 }
+
+namespace {
+// CPUs this process may run on (taskset, container cpusets), not all CPUs of the machine:
+// more threads than that only wait at barriers for each other.
+int32_t usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+}
+}  // namespace
 
 Result<const tok::Tokenizer*> Model::Impl::require_tokenizer() const {
   if (tokenizer) return tokenizer.get();
@@ -72,8 +88,7 @@ Result<Model> ModelBuilder::build() const {
     impl->tokenizer_error = tokenizer.error();
   }
 
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  impl->n_threads = n_threads > 0 ? n_threads : static_cast<int32_t>(hw);
+  impl->n_threads = n_threads > 0 ? n_threads : usable_cpus();
   impl->n_ctx = n_ctx > 0 ? n_ctx : std::min(hp.n_ctx_train, 4096);
   impl->device = device;
   DeviceResolution res = resolve_device(device);
