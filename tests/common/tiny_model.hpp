@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,6 +32,14 @@ struct TinyLlamaConfig {
   uint32_t seed = 1234;
 };
 
+// A fixture that cannot be built is a broken test, not a skipped one.
+inline void require_ok(const Status& st, const std::string& name) {
+  if (!st) {
+    std::fprintf(stderr, "tiny model: cannot add '%s': %s\n", name.c_str(), st.error().to_string().c_str());
+    std::abort();
+  }
+}
+
 inline void add_random_tensor(gguf::Writer& w, std::mt19937& rng, const std::string& name, DType type,
                               std::vector<int64_t> ne, float scale) {
   int64_t n = 1;
@@ -43,16 +53,14 @@ inline void add_random_tensor(gguf::Writer& w, std::mt19937& rng, const std::str
   for (int64_t r = 0; r < rows; ++r) {
     quant::quantize_row_ref(type, values.data() + r * ne[0], bytes.data() + static_cast<size_t>(r) * rb, ne[0]);
   }
-  auto st = w.add_tensor(name, type, std::move(ne), bytes.data(), bytes.size());
-  (void)st;
+  require_ok(w.add_tensor(name, type, std::move(ne), bytes.data(), bytes.size()), name);
 }
 
 inline void add_ones_tensor(gguf::Writer& w, std::mt19937& rng, const std::string& name, int64_t n) {
   std::uniform_real_distribution<float> dist(0.8f, 1.2f);
   std::vector<float> values(static_cast<size_t>(n));
   for (float& v : values) v = dist(rng);
-  auto st = w.add_tensor(name, DType::F32, {n}, values.data(), values.size() * sizeof(float));
-  (void)st;
+  require_ok(w.add_tensor(name, DType::F32, {n}, values.data(), values.size() * sizeof(float)), name);
 }
 
 inline std::vector<uint8_t> make_tiny_llama(const TinyLlamaConfig& c) {
