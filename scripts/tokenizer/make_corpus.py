@@ -185,6 +185,63 @@ def random_piece(rng):
     return rng.choice(WORDS).capitalize()
 
 
+ALL_SPECIAL = SPECIAL + [
+    "<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+    "<|eom_id|>", "<|python_tag|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_5|>",
+    "<s>", "</s>", "<unk>", "[INST]", "[/INST]", "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[SYSTEM_PROMPT]", "<bos>", "<eos>", "<pad>", "<mask>",
+    "<start_of_turn>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<image_soft_token>",
+    "<|vision_start|>", "<|vision_end|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>",
+    "<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>", "<|box_start|>",
+    "<0x41>", "<0xFF>", "\u2581", "\u2581\u2581", "<unused0>", "<unused99>", "[control_8]",
+]
+
+EXTRA = [
+    "\u2581leading lower-one-eighth block (SentencePiece's space marker)",
+    "a\u2581b\u2581\u2581c \u2581 d",
+    "<0x41><0x42> byte-fallback spellings <0x0A>",
+    "\\xff\\xfe not bytes but backslashes",
+    "\ufffd replacement character \ufffd\ufffd",
+    "\ufeffBOM at start",
+    "[INST] What is the capital of France? [/INST]",
+    "<s>[INST] hi [/INST] hello</s>[INST] again [/INST]",
+    "[INST]no spaces[/INST]answer</s>",
+    "<start_of_turn>user\nhello<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><start_of_turn>user\nWrite a poem<end_of_turn>",
+    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a bot.<|eot_id|>",
+    "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+    "<|im_start|>assistant\n<think>\nreasoning\n</think>\n\nanswer<|im_end|>",
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+    " " * 100,
+    "\n" * 40,
+    "\t" * 33,
+    "x" + " " * 257 + "y",
+    "a" * 300,
+    "ab" * 200,
+    "\u00e9" * 120,
+    "\ud83d\ude00" * 64,
+    "9" * 200,
+    "  \n  \n\t\n   \r\n\r\n  ",
+    "The quick brown fox jumps over the lazy dog. " * 12,
+    "Le renard brun rapide saute par-dessus le chien paresseux. \u00c0 bient\u00f4t, gar\u00e7on !",
+    "Der schnelle braune Fuchs springt \u00fcber den faulen Hund. Gr\u00f6\u00dfe, \u00c4rger, \u00d6l.",
+    "El veloz murci\u00e9lago hind\u00fa com\u00eda feliz cardillo y kiwi. \u00bfQu\u00e9? \u00a1S\u00ed!",
+    "\u0421\u044a\u0435\u0448\u044c \u0436\u0435 \u0435\u0449\u0451 \u044d\u0442\u0438\u0445 \u043c\u044f\u0433\u043a\u0438\u0445 \u0444\u0440\u0430\u043d\u0446\u0443\u0437\u0441\u043a\u0438\u0445 \u0431\u0443\u043b\u043e\u043a.",
+    "\u1780\u17d2\u1793\u17bb\u17c6\u1787\u17b6\u1793\u17b7\u179f\u17d2\u179f\u17b7\u178f Khmer",
+    "\u10e5\u10d0\u10e0\u10d7\u10e3\u10da\u10d8 Georgian \u0540\u0561\u0575\u0565\u0580\u0565\u0576 Armenian",
+    "\u12a0\u121b\u122d\u129b Amharic \u0dc3\u0dd2\u0d82\u0dc4\u0dbd Sinhala \u0ba4\u0bae\u0bbf\u0bb4\u0bcd Tamil",
+    "\U0001d400\U0001d401 math bold, \U00010348 gothic, \U0001f9ec\U0001faa9 new emoji",
+]
+
+
+def random_piece2(rng):
+    if rng.random() < 0.15:
+        return rng.choice(ALL_SPECIAL)
+    if rng.random() < 0.1:
+        return " " * rng.randrange(1, 20)
+    return random_piece(rng)
+
+
 def random_code(rng):
     name = rng.choice(WORDS).lower()
     lang = rng.randrange(5)
@@ -214,6 +271,25 @@ def main():
     for _ in range(40):  # digit-heavy
         lines.append("".join(rng.choice(["0123456789", " ", ".", ",", "-", "a", "\u0663", "\u00bd"])[:rng.randrange(1, 6)]
                              for _ in range(rng.randrange(1, 8))))
+    # Second part (appended so that the first 650 lines stay as they were): literals of every
+    # supported family's special tokens, longer whitespace runs, SentencePiece's own markers,
+    # byte-fallback lookalikes, and more mixtures, to reach over 2,000 distinct strings.
+    rng2 = random.Random(20261130)
+    lines.extend(EXTRA)
+    for _ in range(900):
+        lines.append("".join(random_piece2(rng2) for _ in range(rng2.randrange(1, 18))))
+    for _ in range(200):
+        lines.append(random_code(rng2) + (random_code(rng2) if rng2.random() < 0.3 else ""))
+    for _ in range(120):  # long whitespace runs mixed with text
+        lines.append("".join(rng2.choice(WS + [" " * rng2.randrange(5, 70), "\n" * rng2.randrange(2, 9),
+                                               "\t" * rng2.randrange(2, 6), "x", "y z", "\u00e9", "1"])
+                             for _ in range(rng2.randrange(1, 10))))
+    for _ in range(100):  # numbers
+        lines.append(" ".join(str(rng2.choice([rng2.randrange(10 ** 12), rng2.random() * 10 ** rng2.randrange(-3, 9),
+                                               -rng2.randrange(10 ** 6)])) for _ in range(rng2.randrange(1, 6))))
+    for _ in range(150):  # special-token literals in context, all families
+        lines.append("".join(rng2.choice(ALL_SPECIAL) if rng2.random() < 0.4 else random_piece2(rng2)
+                             for _ in range(rng2.randrange(1, 9))))
     seen = set()
     uniq = []
     for s in map(fix_surrogates, lines):
