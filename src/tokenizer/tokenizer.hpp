@@ -19,20 +19,17 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.hpp"
+#include "tokenizer/chat_template.hpp"
 
 namespace geniex::gguf {
 class File;
 }
 
 namespace geniex::tok {
-
-struct ChatMessage {
-  std::string role;
-  std::string content;
-};
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum class TokenType : int32_t {
@@ -45,14 +42,30 @@ enum class TokenType : int32_t {
   Byte = 6,
 };
 
-// Everything a byte-level BPE tokenizer is built from, independent of the file format
-// (GGUF metadata today; a tokenizer.json reader can fill the same struct later).
+// Everything a tokenizer is built from, independent of the file format: GGUF metadata
+// (tokenizer.ggml.*), a Hugging Face folder (tokenizer.json, tokenizer_config.json,
+// tokenizer.model) or a tiktoken rank file fill the same struct.
 struct TokenizerConfig {
+  // "gpt2": byte-level BPE (GPT-2, SmolLM2, Llama 3, Qwen2/2.5/3). Tokens are spelled in the
+  //         GPT-2 byte-to-unicode alphabet.
+  // "llama": SentencePiece-style BPE with byte fallback (Llama 2, Mistral, Gemma 3). Tokens are
+  //         spelled with U+2581 for spaces; <0xXX> byte tokens; merges come from `merges` when
+  //         given, else from `scores` (the higher the score of the merged piece, the earlier).
   std::string model = "gpt2";          // tokenizer.ggml.model
-  std::string pre = "default";         // tokenizer.ggml.pre
-  std::vector<std::string> tokens;     // byte-level spelling, as stored in the file
+  std::string pre = "default";         // tokenizer.ggml.pre (named pre-tokenizer)
+  // Explicit pre-tokenizer: regexes applied in order, each splitting every piece into matches and
+  // the gaps between them (HF Split behaviour "isolated"). When non-empty it replaces `pre`.
+  std::vector<std::string> pre_patterns;
+  std::string normalizer;              // "" (none) or "nfc" (Qwen2's tokenizer.json)
+  bool ignore_merges = false;          // HF BPE ignore_merges: a word that is a token stays whole
+  std::vector<std::string> tokens;     // spelling as stored in the file (see `model`)
+  std::vector<float> scores;           // SentencePiece piece scores ("llama"); may be empty
   std::vector<int32_t> token_types;    // empty: all Normal
   std::vector<std::string> merges;     // "left right", best first
+  // SentencePiece options ("llama" only).
+  bool add_space_prefix = true;        // tokenizer.ggml.add_space_prefix (Gemma: false)
+  bool byte_fallback = true;           // unknown characters become <0xXX> byte tokens
+  bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t unk_id = -1;
@@ -68,6 +81,16 @@ class Tokenizer {
  public:
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const gguf::File& file);
   static Result<std::unique_ptr<Tokenizer>> from_config(TokenizerConfig config);
+  // A Hugging Face tokenizer: a folder with tokenizer.json (and tokenizer_config.json when
+  // present: chat template, BOS/EOS and add_bos_token), or the path of a tokenizer.json.
+  static Result<std::unique_ptr<Tokenizer>> from_hf(const std::string& path);
+  // A SentencePiece model file (tokenizer.model, protobuf ModelProto).
+  static Result<std::unique_ptr<Tokenizer>> from_sentencepiece(const std::string& path);
+  // A tiktoken rank file (base64 token, space, rank per line) with the pre-tokenizer named `pre`
+  // ("qwen2", "qwen35", ...) and the special tokens that follow the ranks (text, id).
+  static Result<std::unique_ptr<Tokenizer>> from_tiktoken(
+      const std::string& path, const std::string& pre,
+      const std::vector<std::pair<std::string, int32_t>>& specials);
 
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
@@ -119,41 +142,6 @@ class StreamDecoder {
   const Tokenizer* tok_;
   bool skip_special_;
   std::string pending_;
-};
-
-// Minimal Jinja renderer for chat templates. Supports: text, {{ expr }}, {% if/elif/else/endif %},
-// {% for x in xs %}...{% else %}...{% endfor %} (loop.first/last/index/index0/revindex/length,
-// tuple unpacking `for k, v in d.items()`), {% set %}, comments, whitespace control {%- -%} {{- -}}
-// and the Hugging Face defaults trim_blocks + lstrip_blocks; expressions with literals (strings,
-// numbers, true/false/none, lists, dicts), variables, . and [] access, slices, + - * / // % ~,
-// comparisons, in / not in, and/or/not, `x if c else y`, tests (is defined/none/string/...),
-// filters (trim, length, upper, lower, default, first, last, join, tojson...), a few string
-// methods and raise_exception(). Undefined values are falsy and render as "".
-class ChatTemplate {
- public:
-  struct Options {
-    bool trim_blocks = true;    // as transformers' apply_chat_template
-    bool lstrip_blocks = true;
-  };
-  static Result<ChatTemplate> parse(std::string source);
-  static Result<ChatTemplate> parse(std::string source, Options options);
-
-  Result<std::string> render(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                             const std::string& bos_token = "",
-                             const std::string& eos_token = "") const;
-
-  struct Node;
-
-  ChatTemplate(const ChatTemplate&);
-  ChatTemplate& operator=(const ChatTemplate&);
-  ChatTemplate(ChatTemplate&&) noexcept;
-  ChatTemplate& operator=(ChatTemplate&&) noexcept;
-  ~ChatTemplate();
-
- private:
-  ChatTemplate() = default;
-  std::shared_ptr<const Node> root_;
-  std::string source_;
 };
 
 }  // namespace geniex::tok
