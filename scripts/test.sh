@@ -27,6 +27,12 @@ MODEL="$(bash scripts/fetch_model.sh | tail -n 1)"
 export GENIEX_MODEL="$MODEL"
 echo "model: $GENIEX_MODEL"
 
+step "setup: tokenizer vocabularies"
+TOKDIR="$(bash scripts/fetch_tokenizers.sh | tail -n 1)"
+[ -d "$TOKDIR" ] || fail "fetch_tokenizers.sh did not produce a folder (got '$TOKDIR')"
+export GENIEX_TOKENIZER_DIR="$TOKDIR"
+echo "tokenizer vocabularies: $GENIEX_TOKENIZER_DIR"
+
 # cli_smoke BUILD_DIR [quick]: the CLI's subcommands on the real model, checking exit codes
 # and the shape of their output.
 cli_smoke() {
