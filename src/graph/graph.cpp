@@ -108,14 +108,19 @@ int32_t Graph::add(int32_t a, int32_t b, std::string name, int32_t layer) {
   return add(std::move(node));
 }
 
-int32_t Graph::rope(int32_t x, int32_t pos, const RopeParams& p, std::string name, int32_t layer) {
+int32_t Graph::rope(int32_t x, int32_t pos, const RopeParams& p, std::string name, int32_t layer,
+                    int32_t freq_factors) {
   const Node& xn = node(x);
   GX_ASSERT(p.head_dim > 0 && xn.ne[0] % p.head_dim == 0 && p.n_rot <= p.head_dim);
   GX_ASSERT(node(pos).ne[0] == xn.ne[1]);
+  if (freq_factors != kNoInput) {
+    const Node& f = node(freq_factors);
+    GX_ASSERT(f.op == Op::Weight && f.type == DType::F32 && f.n_elements() == p.n_rot / 2);
+  }
   Node node;
   node.op = Op::Rope;
   node.ne = xn.ne;
-  node.src = {x, pos, kNoInput};
+  node.src = {x, pos, freq_factors};
   node.rope = p;
   node.name = std::move(name);
   node.layer = layer;

@@ -19,7 +19,8 @@ enum class Op : uint8_t {
   RmsNorm,    // (src0 x [K, T], src1 weight [K]) -> x / rms(x) * weight
   MatMul,     // (src0 weights [K, N], src1 x f32 [K, T]) -> f32 [N, T]
   Add,        // (src0, src1) same shape -> sum
-  Rope,       // (src0 x [n_head * head_dim, T], src1 positions i32 [T]) -> rotated
+  Rope,       // (src0 x [n_head * head_dim, T], src1 positions i32 [T], optional src2
+              // frequency factors f32 [n_rot / 2]: pair i turns at theta_i / factor_i) -> rotated
   Attention,  // (q, k, v) for the batch; writes k, v into the KV cache of `layer`, then
               // attends every query over its sequence's cached keys (causal)
   SwiGlu,     // (src0 gate, src1 up) -> silu(gate) * up
@@ -103,7 +104,9 @@ class Graph {
   int32_t rms_norm(int32_t x, int32_t w, float eps, std::string name, int32_t layer);
   int32_t matmul(int32_t w, int32_t x, std::string name, int32_t layer);
   int32_t add(int32_t a, int32_t b, std::string name, int32_t layer);
-  int32_t rope(int32_t x, int32_t pos, const RopeParams& p, std::string name, int32_t layer);
+  // freq_factors: a Weight node of n_rot / 2 floats (Llama 3.1+ "llama3" scaling), or kNoInput.
+  int32_t rope(int32_t x, int32_t pos, const RopeParams& p, std::string name, int32_t layer,
+               int32_t freq_factors = kNoInput);
   int32_t attention(int32_t q, int32_t k, int32_t v, const AttentionParams& p, std::string name);
   int32_t swiglu(int32_t gate, int32_t up, std::string name, int32_t layer);
 

@@ -75,11 +75,6 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file) {
       return make_error(ErrorCode::Unsupported, "rope scaling type '" + *s + "' is not supported yet");
     }
   }
-  if (file.find_tensor("rope_freqs.weight") != nullptr) {
-    return make_error(ErrorCode::Unsupported,
-                      "rope frequency factors (rope_freqs.weight, Llama 3.1+ scaling) are not "
-                      "supported yet");
-  }
 
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error(ErrorCode::NotFound, "model is missing tensor 'token_embd.weight'");
@@ -94,6 +89,10 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file) {
   } else {
     m->output_ = m->tok_embd_;
     hp.tied_output = true;
+  }
+  // Llama 3.1+ RoPE scaling ("llama3"): the converter stores one divisor per rotated pair.
+  if (file.find_tensor("rope_freqs.weight") != nullptr) {
+    GX_ASSIGN_OR_RETURN(m->rope_freqs_, load_weight(file, "rope_freqs.weight", {hp.n_rot / 2}));
   }
   m->layers_.resize(static_cast<size_t>(hp.n_layer));
   for (int i = 0; i < hp.n_layer; ++i) {
@@ -121,6 +120,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file) {
 std::vector<const graph::WeightRef*> LlamaModel::weights() const {
   std::vector<const graph::WeightRef*> out{&tok_embd_, &output_norm_};
   if (!hp_.tied_output) out.push_back(&output_);
+  if (!rope_freqs_.name.empty()) out.push_back(&rope_freqs_);
   for (const LlamaLayer& L : layers_) {
     for (const graph::WeightRef* w : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm,
                                       &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
@@ -143,6 +143,7 @@ graph::Graph LlamaModel::build_graph(const StepShape& shape) const {
   rope.mode = graph::RopeMode::Normal;
   rope.freq_base = hp.rope_base;
   rope.freq_scale = hp.rope_scale;
+  const int32_t freq_factors = rope_freqs_.name.empty() ? graph::kNoInput : g.weight(rope_freqs_);
   graph::AttentionParams attn;
   attn.n_head = hp.n_head;
   attn.n_head_kv = hp.n_head_kv;
@@ -156,8 +157,8 @@ graph::Graph LlamaModel::build_graph(const StepShape& shape) const {
     int32_t q = g.matmul(g.weight(L.wq), h, p + "attn_q", i);  // (n_head * head_dim, T)
     int32_t k = g.matmul(g.weight(L.wk), h, p + "attn_k", i);  // (n_head_kv * head_dim, T)
     const int32_t v = g.matmul(g.weight(L.wv), h, p + "attn_v", i);
-    q = g.rope(q, pos, rope, p + "attn_q_rope", i);
-    k = g.rope(k, pos, rope, p + "attn_k_rope", i);
+    q = g.rope(q, pos, rope, p + "attn_q_rope", i, freq_factors);
+    k = g.rope(k, pos, rope, p + "attn_k_rope", i, freq_factors);
     attn.layer = i;
     const int32_t a = g.attention(q, k, v, attn, p + "attn");
     const int32_t o = g.matmul(g.weight(L.wo), a, p + "attn_out", i);  // (n_embd, T)

@@ -33,6 +33,7 @@ class LlamaModel final : public Architecture {
   graph::WeightRef tok_embd_;     // (n_embd, n_vocab)
   graph::WeightRef output_norm_;  // (n_embd)
   graph::WeightRef output_;       // (n_embd, n_vocab); == tok_embd_ when tied
+  graph::WeightRef rope_freqs_;   // (n_rot / 2) f32 frequency factors; empty name when absent
   std::vector<LlamaLayer> layers_;
 };
 

@@ -1,5 +1,7 @@
 // Rotary position embedding on the CPU. Angles follow ggml's recurrence (theta multiplied
-// by base^(-2/n_rot) per pair, in float) so results match llama.cpp's bit for bit in spirit.
+// by base^(-2/n_rot) per pair, in float) so results match llama.cpp's bit for bit in spirit:
+// pair i turns at freq_scale * (pos * base^(-2i/n_rot) / factor_i), with factor_i from the
+// optional frequency-factor input (Llama 3.1+ "llama3" scaling), else 1.
 #include <cmath>
 
 #include "backends/cpu/backend/ops.hpp"
@@ -16,17 +18,19 @@ void rope(const OpArgs& a) {
   const int64_t n_tok = a.node.ne[1];
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
   const int half = p.n_rot / 2;
+  const float* factors = a.node.src[2] != graph::kNoInput ? static_cast<const float*>(a.src(2)) : nullptr;
 
   float cos_cache[512];
   float sin_cache[512];
   int64_t t0, t1;
   ThreadPool::split_range(n_tok, a.ith, a.nth, &t0, &t1);
   for (int64_t t = t0; t < t1; ++t) {
-    float theta = static_cast<float>(pos[t]) * p.freq_scale;
+    float theta_base = static_cast<float>(pos[t]);
     for (int i = 0; i < half; ++i) {
+      const float theta = p.freq_scale * (factors != nullptr ? theta_base / factors[i] : theta_base);
       cos_cache[i] = std::cos(theta);
       sin_cache[i] = std::sin(theta);
-      theta *= theta_scale;
+      theta_base *= theta_scale;
     }
     for (int64_t h = 0; h < n_heads; ++h) {
       const float* xh = x + t * width + h * p.head_dim;
