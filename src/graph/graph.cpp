@@ -72,7 +72,9 @@ int32_t Graph::get_rows(int32_t table, int32_t ids, std::string name) {
 }
 
 int32_t Graph::rms_norm(int32_t x, int32_t w, float eps, std::string name, int32_t layer) {
-  GX_ASSERT(node(x).ne[0] == node(w).ne[0]);
+  // A weight shorter than the row normalizes each group of w.ne[0] values on its own
+  // (per-head q/k norms).
+  GX_ASSERT(node(w).ne[0] > 0 && node(x).ne[0] % node(w).ne[0] == 0);
   Node node;
   node.op = Op::RmsNorm;
   node.ne = this->node(x).ne;
@@ -98,7 +100,8 @@ int32_t Graph::matmul(int32_t w, int32_t x, std::string name, int32_t layer) {
 }
 
 int32_t Graph::add(int32_t a, int32_t b, std::string name, int32_t layer) {
-  GX_ASSERT(node(a).ne == node(b).ne);
+  // b is either a's shape or one row of it, added to every row (a bias).
+  GX_ASSERT(node(a).ne == node(b).ne || (node(b).ne[0] == node(a).ne[0] && node(b).rows() == 1));
   Node node;
   node.op = Op::Add;
   node.ne = this->node(a).ne;

@@ -16,9 +16,10 @@ enum class Op : uint8_t {
   Input,      // data supplied per step by the runtime (see InputKind)
   Weight,     // model weights (read-only, owned by the Model)
   GetRows,    // (src0 weights [K, V], src1 ids i32 [T]) -> f32 [K, T]
-  RmsNorm,    // (src0 x [K, T], src1 weight [K]) -> x / rms(x) * weight
+  RmsNorm,    // (src0 x [K, T], src1 weight [G]) -> x / rms(x) * weight, over each group
+              // of G consecutive values (G == K: whole rows; G == head_dim: per head)
   MatMul,     // (src0 weights [K, N], src1 x f32 [K, T]) -> f32 [N, T]
-  Add,        // (src0, src1) same shape -> sum
+  Add,        // (src0 [K, T], src1 [K, T] or [K]) -> sum; a [K] src1 is added to every row
   Rope,       // (src0 x [n_head * head_dim, T], src1 positions i32 [T], optional src2
               // frequency factors f32 [n_rot / 2]: pair i turns at theta_i / factor_i) -> rotated
   Attention,  // (q, k, v) for the batch; writes k, v into the KV cache of `layer`, then

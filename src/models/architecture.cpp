@@ -7,12 +7,18 @@ namespace geniex::models {
 
 Result<std::unique_ptr<Architecture>> load_architecture(const gguf::File& file) {
   GX_ASSIGN_OR_RETURN(const std::string arch, file.get_string("general.architecture"));
-  if (arch == "llama") {
-    GX_ASSIGN_OR_RETURN(auto model, LlamaModel::load(file));
+  const LlamaVariant* variant = nullptr;
+  static constexpr LlamaVariant kLlama = LlamaVariant::Llama, kQwen2 = LlamaVariant::Qwen2,
+                                kQwen3 = LlamaVariant::Qwen3;
+  if (arch == "llama") variant = &kLlama;
+  if (arch == "qwen2") variant = &kQwen2;
+  if (arch == "qwen3") variant = &kQwen3;
+  if (variant != nullptr) {
+    GX_ASSIGN_OR_RETURN(auto model, LlamaModel::load(file, *variant));
     return std::unique_ptr<Architecture>(std::move(model));
   }
   return make_error(ErrorCode::Unsupported,
-                    "architecture '" + arch + "' is not supported (supported: llama)");
+                    "architecture '" + arch + "' is not supported (supported: llama, qwen2, qwen3)");
 }
 
 Result<graph::WeightRef> load_weight(const gguf::File& file, const std::string& name,

@@ -22,11 +22,12 @@ std::string blk(int i, const char* name) { return "blk." + std::to_string(i) + "
 
 }  // namespace
 
-Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file) {
+Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file, LlamaVariant variant) {
   auto m = std::unique_ptr<LlamaModel>(new LlamaModel());
+  m->variant_ = variant;
   HParams& hp = m->hp_;
-  const std::string a = "llama.";
-  hp.architecture = "llama";
+  hp.architecture = variant == LlamaVariant::Qwen2 ? "qwen2" : variant == LlamaVariant::Qwen3 ? "qwen3" : "llama";
+  const std::string a = hp.architecture + ".";
   GX_ASSIGN_OR_RETURN(hp.n_embd, get_i32(file, a + "embedding_length"));
   GX_ASSIGN_OR_RETURN(hp.n_layer, get_i32(file, a + "block_count"));
   GX_ASSIGN_OR_RETURN(hp.n_head, get_i32(file, a + "attention.head_count"));
@@ -106,6 +107,15 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file) {
     GX_ASSIGN_OR_RETURN(L.ffn_gate, load_weight(file, blk(i, "ffn_gate.weight"), {d, hp.n_ff}));
     GX_ASSIGN_OR_RETURN(L.ffn_up, load_weight(file, blk(i, "ffn_up.weight"), {d, hp.n_ff}));
     GX_ASSIGN_OR_RETURN(L.ffn_down, load_weight(file, blk(i, "ffn_down.weight"), {hp.n_ff, d}));
+    if (variant == LlamaVariant::Qwen2) {
+      GX_ASSIGN_OR_RETURN(L.bq, load_weight(file, blk(i, "attn_q.bias"), {q_dim}));
+      GX_ASSIGN_OR_RETURN(L.bk, load_weight(file, blk(i, "attn_k.bias"), {kv_dim}));
+      GX_ASSIGN_OR_RETURN(L.bv, load_weight(file, blk(i, "attn_v.bias"), {kv_dim}));
+    }
+    if (variant == LlamaVariant::Qwen3) {
+      GX_ASSIGN_OR_RETURN(L.q_norm, load_weight(file, blk(i, "attn_q_norm.weight"), {hp.head_dim}));
+      GX_ASSIGN_OR_RETURN(L.k_norm, load_weight(file, blk(i, "attn_k_norm.weight"), {hp.head_dim}));
+    }
   }
   // Norm weights are read as f32 by every backend.
   for (const graph::WeightRef* w : m->weights()) {
@@ -123,8 +133,9 @@ std::vector<const graph::WeightRef*> LlamaModel::weights() const {
   if (!rope_freqs_.name.empty()) out.push_back(&rope_freqs_);
   for (const LlamaLayer& L : layers_) {
     for (const graph::WeightRef* w : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_norm,
-                                      &L.ffn_gate, &L.ffn_up, &L.ffn_down}) {
-      out.push_back(w);
+                                      &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.bq, &L.bk, &L.bv,
+                                      &L.q_norm, &L.k_norm}) {
+      if (!w->name.empty()) out.push_back(w);
     }
   }
   return out;
@@ -140,7 +151,9 @@ graph::Graph LlamaModel::build_graph(const StepShape& shape) const {
   graph::RopeParams rope;
   rope.n_rot = hp.n_rot;
   rope.head_dim = hp.head_dim;
-  rope.mode = graph::RopeMode::Normal;
+  // llama.cpp's converter permutes Llama's q/k rows for adjacent-pair rotation; Qwen keeps
+  // Hugging Face's layout, which rotates halves (NeoX).
+  rope.mode = variant_ == LlamaVariant::Llama ? graph::RopeMode::Normal : graph::RopeMode::NeoX;
   rope.freq_base = hp.rope_base;
   rope.freq_scale = hp.rope_scale;
   const int32_t freq_factors = rope_freqs_.name.empty() ? graph::kNoInput : g.weight(rope_freqs_);
@@ -156,7 +169,16 @@ graph::Graph LlamaModel::build_graph(const StepShape& shape) const {
     const int32_t h = g.rms_norm(x, g.weight(L.attn_norm), hp.rms_eps, p + "attn_norm", i);
     int32_t q = g.matmul(g.weight(L.wq), h, p + "attn_q", i);  // (n_head * head_dim, T)
     int32_t k = g.matmul(g.weight(L.wk), h, p + "attn_k", i);  // (n_head_kv * head_dim, T)
-    const int32_t v = g.matmul(g.weight(L.wv), h, p + "attn_v", i);
+    int32_t v = g.matmul(g.weight(L.wv), h, p + "attn_v", i);
+    if (!L.bq.name.empty()) {
+      q = g.add(q, g.weight(L.bq), p + "attn_q_bias", i);
+      k = g.add(k, g.weight(L.bk), p + "attn_k_bias", i);
+      v = g.add(v, g.weight(L.bv), p + "attn_v_bias", i);
+    }
+    if (!L.q_norm.name.empty()) {
+      q = g.rms_norm(q, g.weight(L.q_norm), hp.rms_eps, p + "attn_q_norm", i);
+      k = g.rms_norm(k, g.weight(L.k_norm), hp.rms_eps, p + "attn_k_norm", i);
+    }
     q = g.rope(q, pos, rope, p + "attn_q_rope", i, freq_factors);
     k = g.rope(k, pos, rope, p + "attn_k_rope", i, freq_factors);
     attn.layer = i;

@@ -1,4 +1,6 @@
-// Llama family (Llama 2/3, SmolLM2, ...): RMSNorm, RoPE, grouped-query attention, SwiGLU.
+// Llama family (Llama 2/3/3.1/3.2, SmolLM2, Mistral 7B) and its close relatives that differ
+// only by a few tensors: Qwen2/2.5 (biases on q, k, v; NeoX RoPE) and Qwen3 (per-head RMSNorm
+// on q and k; NeoX RoPE). RMSNorm, RoPE, grouped-query attention, SwiGLU.
 #pragma once
 
 #include <memory>
@@ -18,11 +20,17 @@ struct LlamaLayer {
   graph::WeightRef ffn_gate;   // (n_embd, n_ff)
   graph::WeightRef ffn_up;     // (n_embd, n_ff)
   graph::WeightRef ffn_down;   // (n_ff, n_embd)
+  graph::WeightRef bq, bk, bv;         // Qwen2: (n_head * head_dim), (n_head_kv * head_dim) x2
+  graph::WeightRef q_norm, k_norm;     // Qwen3: (head_dim)
 };
+
+enum class LlamaVariant { Llama, Qwen2, Qwen3 };
 
 class LlamaModel final : public Architecture {
  public:
-  static Result<std::unique_ptr<LlamaModel>> load(const gguf::File& file);
+  // `variant` follows general.architecture: "llama", "qwen2", "qwen3".
+  static Result<std::unique_ptr<LlamaModel>> load(const gguf::File& file,
+                                                  LlamaVariant variant = LlamaVariant::Llama);
 
   const HParams& hparams() const override { return hp_; }
   graph::Graph build_graph(const StepShape& shape) const override;
@@ -30,6 +38,7 @@ class LlamaModel final : public Architecture {
 
  private:
   HParams hp_;
+  LlamaVariant variant_ = LlamaVariant::Llama;
   graph::WeightRef tok_embd_;     // (n_embd, n_vocab)
   graph::WeightRef output_norm_;  // (n_embd)
   graph::WeightRef output_;       // (n_embd, n_vocab); == tok_embd_ when tied

@@ -12,7 +12,12 @@ void add(const OpArgs& a) {
   auto* out = static_cast<float*>(a.dst());
   int64_t i0, i1;
   ThreadPool::split_range(a.node.n_elements(), a.ith, a.nth, &i0, &i1);
-  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] + y[i];
+  if (a.src_node(1).n_elements() == a.node.n_elements()) {
+    for (int64_t i = i0; i < i1; ++i) out[i] = x[i] + y[i];
+    return;
+  }
+  const int64_t k = a.node.ne[0];  // y is one row, added to every row of x
+  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] + y[i % k];
 }
 
 void swiglu(const OpArgs& a) {

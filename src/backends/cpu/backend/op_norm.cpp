@@ -10,9 +10,9 @@ void rms_norm(const OpArgs& a) {
   const auto* x = static_cast<const float*>(a.src(0));
   const auto* w = static_cast<const float*>(a.src(1));
   auto* y = static_cast<float*>(a.dst());
-  const int64_t n = a.node.ne[0];
+  const int64_t n = a.src_node(1).ne[0];  // group length: the whole row or one head
   int64_t r0, r1;
-  ThreadPool::split_range(a.node.rows(), a.ith, a.nth, &r0, &r1);
+  ThreadPool::split_range(a.node.n_elements() / n, a.ith, a.nth, &r0, &r1);
   for (int64_t r = r0; r < r1; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
