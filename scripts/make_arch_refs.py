@@ -9,6 +9,9 @@ through llama.cpp (llama-cpp-python) and records the logits at a few positions:
            the check runs past the original 8,192-token context
   qwen2    Qwen2/2.5: biases on q, k and v, NeoX RoPE
   qwen3    Qwen3: per-head RMSNorm on q and k, head_dim larger than n_embd / n_head, NeoX RoPE
+  gemma3   Gemma 3: scaled embeddings, pre- and post-norms, q/k norms, GELU-tanh, five local
+           layers with a 16-token sliding window (RoPE base 10000) then a global one (1e6),
+           300 positions so that the window matters
 
 Weights are not stored. Every element comes from a counter-based generator (splitmix64 of a
 tensor seed and the element index) that tests/runtime/test_arch_refs.cpp reimplements; the
@@ -76,7 +79,40 @@ CASES = {
     "qwen3": dict(arch="qwen3", n_embd=128, n_layer=2, n_head=4, n_head_kv=2, head_dim=64, n_ff=256,
                   n_vocab=256, rope_base=1000000.0, qk_norm=True, n_tokens=300, n_ctx=512,
                   positions=[0, 1, 17, 150, 299]),
+    "gemma3": dict(arch="gemma3", n_embd=128, n_layer=6, n_head=4, n_head_kv=1, head_dim=64, n_ff=256,
+                   n_vocab=256, rope_base=1000000.0, sliding_window=16, n_tokens=300, n_ctx=512,
+                   positions=[0, 1, 15, 16, 40, 150, 299]),
 }
+
+
+def build_spec_gemma3(c, meta):
+    d, ff, v, hd = c["n_embd"], c["n_ff"], c["n_vocab"], c["head_dim"]
+    meta.append(["gemma3.attention.sliding_window", "u32", c["sliding_window"]])
+    tensors = []
+    seed = [1]
+
+    def add(name, ne, scale, offset=0.0):
+        tensors.append([name, ne, seed[0], scale, offset])
+        seed[0] += 1
+
+    add("token_embd.weight", [d, v], 0.1)
+    add("output_norm.weight", [d], 0.2, 1.0)
+    for i in range(c["n_layer"]):
+        p = f"blk.{i}."
+        add(p + "attn_norm.weight", [d], 0.2, 1.0)
+        add(p + "attn_q.weight", [d, c["n_head"] * hd], 0.3)
+        add(p + "attn_k.weight", [d, c["n_head_kv"] * hd], 0.3)
+        add(p + "attn_v.weight", [d, c["n_head_kv"] * hd], 0.3)
+        add(p + "attn_q_norm.weight", [hd], 0.2, 1.0)
+        add(p + "attn_k_norm.weight", [hd], 0.2, 1.0)
+        add(p + "attn_output.weight", [c["n_head"] * hd, d], 0.15)
+        add(p + "post_attention_norm.weight", [d], 0.2, 1.0)
+        add(p + "ffn_norm.weight", [d], 0.2, 1.0)
+        add(p + "ffn_gate.weight", [d, ff], 0.15)
+        add(p + "ffn_up.weight", [d, ff], 0.15)
+        add(p + "ffn_down.weight", [ff, d], 0.1)
+        add(p + "post_ffw_norm.weight", [d], 0.2, 1.0)
+    return meta, tensors
 
 
 def build_spec(c):
@@ -99,6 +135,8 @@ def build_spec(c):
         [a + ".vocab_size", "u32", v],
         ["tokenizer.ggml.model", "str", "none"],
     ]
+    if a == "gemma3":
+        return build_spec_gemma3(c, meta)
     tensors = []
     seed = [1]
 

@@ -20,6 +20,8 @@ std::string_view op_name(Op op) {
     case Op::Rope: return "rope";
     case Op::Attention: return "attention";
     case Op::SwiGlu: return "swiglu";
+    case Op::GeGlu: return "geglu";
+    case Op::Scale: return "scale";
     case Op::Copy: return "copy";
     case Op::Count: break;
   }
@@ -158,6 +160,28 @@ int32_t Graph::swiglu(int32_t gate, int32_t up, std::string name, int32_t layer)
   return add(std::move(node));
 }
 
+int32_t Graph::geglu(int32_t gate, int32_t up, std::string name, int32_t layer) {
+  GX_ASSERT(node(gate).ne == node(up).ne);
+  Node node;
+  node.op = Op::GeGlu;
+  node.ne = this->node(gate).ne;
+  node.src = {gate, up, kNoInput};
+  node.name = std::move(name);
+  node.layer = layer;
+  return add(std::move(node));
+}
+
+int32_t Graph::scale(int32_t x, float s, std::string name, int32_t layer) {
+  Node node;
+  node.op = Op::Scale;
+  node.ne = this->node(x).ne;
+  node.src = {x, kNoInput, kNoInput};
+  node.scalar = s;
+  node.name = std::move(name);
+  node.layer = layer;
+  return add(std::move(node));
+}
+
 namespace {
 // FNV-1a over the bytes of plain fields.
 struct Hasher {
@@ -195,6 +219,8 @@ uint64_t Graph::signature() const {
     hs.mix(n.attn.n_head_kv);
     hs.mix(n.attn.head_dim);
     hs.mix(n.attn.scale);
+    hs.mix(n.attn.window);
+    hs.mix(n.scalar);
   }
   return hs.h;
 }

@@ -25,6 +25,8 @@ enum class Op : uint8_t {
   Attention,  // (q, k, v) for the batch; writes k, v into the KV cache of `layer`, then
               // attends every query over its sequence's cached keys (causal)
   SwiGlu,     // (src0 gate, src1 up) -> silu(gate) * up
+  GeGlu,      // (src0 gate, src1 up) -> gelu_tanh(gate) * up (Gemma)
+  Scale,      // (src0) -> src0 * scalar
   Copy,       // (src0) -> identical tensor on another backend (inserted by the scheduler)
   Count,
 };
@@ -58,6 +60,7 @@ struct AttentionParams {
   int32_t n_head_kv = 0;
   int32_t head_dim = 0;
   float scale = 1.0f;
+  int32_t window = 0;  // sliding window: a query at position p sees keys at p - window + 1 .. p; 0: all
 };
 
 constexpr int32_t kNoInput = -1;
@@ -72,6 +75,7 @@ struct Node {
   InputKind input = InputKind::None;
   const WeightRef* weight = nullptr;     // Op::Weight
   float eps = 0.0f;                      // Op::RmsNorm
+  float scalar = 1.0f;                   // Op::Scale
   RopeParams rope;                       // Op::Rope
   AttentionParams attn;                  // Op::Attention
 
@@ -110,6 +114,8 @@ class Graph {
                int32_t freq_factors = kNoInput);
   int32_t attention(int32_t q, int32_t k, int32_t v, const AttentionParams& p, std::string name);
   int32_t swiglu(int32_t gate, int32_t up, std::string name, int32_t layer);
+  int32_t geglu(int32_t gate, int32_t up, std::string name, int32_t layer);
+  int32_t scale(int32_t x, float s, std::string name, int32_t layer);
 
   // Structural hash: ops, shapes, params and weight identities (not names). Two graphs with
   // equal signatures run identically, so a plan made for one serves the other.

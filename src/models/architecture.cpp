@@ -1,6 +1,7 @@
 // The explicit list of architectures, and weight loading with shape checks.
 #include "models/architecture.hpp"
 
+#include "models/gemma3.hpp"
 #include "models/llama.hpp"
 
 namespace geniex::models {
@@ -13,12 +14,25 @@ Result<std::unique_ptr<Architecture>> load_architecture(const gguf::File& file) 
   if (arch == "llama") variant = &kLlama;
   if (arch == "qwen2") variant = &kQwen2;
   if (arch == "qwen3") variant = &kQwen3;
+  if (arch == "gemma3") {
+    GX_ASSIGN_OR_RETURN(auto model, Gemma3Model::load(file));
+    return std::unique_ptr<Architecture>(std::move(model));
+  }
   if (variant != nullptr) {
     GX_ASSIGN_OR_RETURN(auto model, LlamaModel::load(file, *variant));
     return std::unique_ptr<Architecture>(std::move(model));
   }
   return make_error(ErrorCode::Unsupported,
-                    "architecture '" + arch + "' is not supported (supported: llama, qwen2, qwen3)");
+                    "architecture '" + arch + "' is not supported (supported: llama, qwen2, qwen3, gemma3)");
+}
+
+Result<int32_t> get_count(const gguf::File& f, const std::string& key) {
+  GX_ASSIGN_OR_RETURN(const uint64_t v, f.get_u64(key));
+  if (v == 0 || v > (1u << 30)) {
+    return make_error(ErrorCode::InvalidFormat,
+                      "metadata '" + key + "' = " + std::to_string(v) + " is out of range");
+  }
+  return static_cast<int32_t>(v);
 }
 
 Result<graph::WeightRef> load_weight(const gguf::File& file, const std::string& name,

@@ -50,6 +50,9 @@ class Architecture {
 
 Result<std::unique_ptr<Architecture>> load_architecture(const gguf::File& file);
 
+// Shared loader helpers: a positive count from the metadata (1 .. 2^30), or a clear error.
+Result<int32_t> get_count(const gguf::File& file, const std::string& key);
+
 // Shared loader helpers: a weight with its expected shape, or a clear error naming it.
 Result<graph::WeightRef> load_weight(const gguf::File& file, const std::string& name,
                                      std::vector<int64_t> expected_ne);

@@ -9,15 +9,6 @@ namespace geniex::models {
 
 namespace {
 
-Result<int32_t> get_i32(const gguf::File& f, const std::string& key) {
-  GX_ASSIGN_OR_RETURN(const uint64_t v, f.get_u64(key));
-  if (v == 0 || v > (1u << 30)) {
-    return make_error(ErrorCode::InvalidFormat,
-                      "metadata '" + key + "' = " + std::to_string(v) + " is out of range");
-  }
-  return static_cast<int32_t>(v);
-}
-
 std::string blk(int i, const char* name) { return "blk." + std::to_string(i) + "." + name; }
 
 }  // namespace
@@ -28,13 +19,13 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file, Lla
   HParams& hp = m->hp_;
   hp.architecture = variant == LlamaVariant::Qwen2 ? "qwen2" : variant == LlamaVariant::Qwen3 ? "qwen3" : "llama";
   const std::string a = hp.architecture + ".";
-  GX_ASSIGN_OR_RETURN(hp.n_embd, get_i32(file, a + "embedding_length"));
-  GX_ASSIGN_OR_RETURN(hp.n_layer, get_i32(file, a + "block_count"));
-  GX_ASSIGN_OR_RETURN(hp.n_head, get_i32(file, a + "attention.head_count"));
-  GX_ASSIGN_OR_RETURN(hp.n_ff, get_i32(file, a + "feed_forward_length"));
+  GX_ASSIGN_OR_RETURN(hp.n_embd, get_count(file, a + "embedding_length"));
+  GX_ASSIGN_OR_RETURN(hp.n_layer, get_count(file, a + "block_count"));
+  GX_ASSIGN_OR_RETURN(hp.n_head, get_count(file, a + "attention.head_count"));
+  GX_ASSIGN_OR_RETURN(hp.n_ff, get_count(file, a + "feed_forward_length"));
   hp.n_head_kv = hp.n_head;
   if (file.find(a + "attention.head_count_kv") != nullptr) {
-    GX_ASSIGN_OR_RETURN(hp.n_head_kv, get_i32(file, a + "attention.head_count_kv"));
+    GX_ASSIGN_OR_RETURN(hp.n_head_kv, get_count(file, a + "attention.head_count_kv"));
   }
   if (hp.n_head % hp.n_head_kv != 0) {
     return make_error(ErrorCode::InvalidFormat, "head_count " + std::to_string(hp.n_head) +
@@ -43,14 +34,14 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file, Lla
   }
   hp.head_dim = hp.n_embd / hp.n_head;
   if (file.find(a + "attention.key_length") != nullptr) {
-    GX_ASSIGN_OR_RETURN(hp.head_dim, get_i32(file, a + "attention.key_length"));
+    GX_ASSIGN_OR_RETURN(hp.head_dim, get_count(file, a + "attention.key_length"));
   }
   if (hp.head_dim % 2 != 0) {
     return make_error(ErrorCode::InvalidFormat, "head dimension " + std::to_string(hp.head_dim) + " is odd");
   }
   hp.n_rot = hp.head_dim;
   if (file.find(a + "rope.dimension_count") != nullptr) {
-    GX_ASSIGN_OR_RETURN(hp.n_rot, get_i32(file, a + "rope.dimension_count"));
+    GX_ASSIGN_OR_RETURN(hp.n_rot, get_count(file, a + "rope.dimension_count"));
   }
   if (hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
     return make_error(ErrorCode::InvalidFormat, "rope.dimension_count " + std::to_string(hp.n_rot) +
@@ -59,7 +50,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file, Lla
   }
   hp.n_ctx_train = 4096;
   if (file.find(a + "context_length") != nullptr) {
-    GX_ASSIGN_OR_RETURN(hp.n_ctx_train, get_i32(file, a + "context_length"));
+    GX_ASSIGN_OR_RETURN(hp.n_ctx_train, get_count(file, a + "context_length"));
   }
   GX_ASSIGN_OR_RETURN(const double eps, file.get_f64(a + "attention.layer_norm_rms_epsilon"));
   hp.rms_eps = static_cast<float>(eps);

@@ -1,6 +1,7 @@
 // Every supported architecture against llama.cpp on tiny random-weight models: Llama with
 // Llama 3.1 RoPE scaling over 8,400 positions (past the original 8,192-token context), Qwen2
-// (q/k/v biases) and Qwen3 (per-head q/k RMSNorm). Each fixture (scripts/make_arch_refs.py)
+// (q/k/v biases), Qwen3 (per-head q/k RMSNorm) and Gemma 3 (sliding-window local layers,
+// pre/post norms, GELU-tanh). Each fixture (scripts/make_arch_refs.py)
 // lists the GGUF's metadata and, per tensor, the parameters of a counter-based generator that
 // this file reimplements, so the model is rebuilt here bit for bit; and llama.cpp's logits at a
 // few positions.
@@ -45,13 +46,15 @@ nlohmann::json load_fixture(const std::string& name) {
   return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
 }
 
-// Writes the fixture's model to a temporary file; `drop` names a tensor to leave out.
-std::string write_model(const nlohmann::json& fx, const std::string& drop = "") {
+// Writes the fixture's model to a temporary file; `drop` names a tensor to leave out;
+// `override_key` (a u32 metadata key) gets `override_value` instead of the fixture's value.
+std::string write_model(const nlohmann::json& fx, const std::string& drop = "",
+                        const std::string& override_key = "", uint32_t override_value = 0) {
   gguf::Writer w;
   for (const auto& kv : fx["metadata"]) {
     const std::string key = kv[0], type = kv[1];
     if (type == "str") w.set_string(key, kv[2].get<std::string>());
-    else if (type == "u32") w.set_u32(key, kv[2].get<uint32_t>());
+    else if (type == "u32") w.set_u32(key, key == override_key ? override_value : kv[2].get<uint32_t>());
     else w.set_f32(key, kv[2].get<float>());
   }
   for (const auto& t : fx["tensors"]) {
@@ -67,7 +70,8 @@ std::string write_model(const nlohmann::json& fx, const std::string& drop = "") 
   }
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("geniex_arch_" + std::to_string(::getpid()) + "_" +
-                             fx["metadata"][1][2].get<std::string>() + (drop.empty() ? "" : "_drop") + ".gguf"))
+                             fx["metadata"][1][2].get<std::string>() +
+                             (drop.empty() && override_key.empty() ? "" : "_changed") + ".gguf"))
                                .string();
   EXPECT_TRUE(w.write_file(path).has_value());
   return path;
@@ -158,6 +162,28 @@ TEST(ArchRefs, Llama31RopeScalingPast8192MatchesLlamaCpp) {
 TEST(ArchRefs, Qwen2MatchesLlamaCpp) { check_case("qwen2", "blk.1.attn_q.bias", 300); }
 
 TEST(ArchRefs, Qwen3MatchesLlamaCpp) { check_case("qwen3", "blk.0.attn_k_norm.weight", 300); }
+
+TEST(ArchRefs, Gemma3SlidingWindowMatchesLlamaCpp) {
+  check_case("gemma3", "blk.2.post_ffw_norm.weight", 300);
+  // The window matters: with one wider than the sequence, the logits past the 16th position
+  // leave the bound, and the earlier ones stay within it.
+  const nlohmann::json fx = load_fixture("gemma3");
+  const std::string wide = write_model(fx, "", "gemma3.attention.sliding_window", 100000);
+  const auto rows = run(fx, wide);
+  std::filesystem::remove(wide);
+  ASSERT_EQ(rows.size(), fx["positions"].size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int pos = fx["positions"][i];
+    const double e = row_error(rows[i], fx["logits"][i]);
+    std::printf("[ gemma3 ] window 100000, pos %3d: relative error %.2e\n", pos, e);
+    if (pos < 16) {
+      EXPECT_LT(e, kBound);
+    }
+    if (pos >= 40) {
+      EXPECT_GT(e, 10 * kBound);
+    }
+  }
+}
 
 }  // namespace
 }  // namespace geniex

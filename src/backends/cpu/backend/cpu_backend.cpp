@@ -42,6 +42,8 @@ Support CpuBackend::supports(const graph::Graph& g, const graph::Node& n) const 
     case Op::RmsNorm:
     case Op::Add:
     case Op::SwiGlu:
+    case Op::GeGlu:
+    case Op::Scale:
     case Op::Copy:
       return Support::yes();
     default:
@@ -93,6 +95,8 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
         case graph::Op::Rope: cpu_ops::rope(args); break;
         case graph::Op::Attention: cpu_ops::attention(args); break;
         case graph::Op::SwiGlu: cpu_ops::swiglu(args); break;
+        case graph::Op::GeGlu: cpu_ops::geglu(args); break;
+        case graph::Op::Scale: cpu_ops::scale(args); break;
         case graph::Op::Copy: cpu_ops::copy(args); break;
         default: break;  // Input/Weight never reach a backend
       }

@@ -55,6 +55,8 @@ void attention(const OpArgs& a) {
     const float* qh = q + t * q_width + int64_t{h} * p.head_dim;
     const int32_t seq = step.seq_ids[static_cast<size_t>(t)];
     const int32_t n_kv = step.positions[static_cast<size_t>(t)] + 1;  // causal
+    // Sliding window: keys before kv0 are out of reach (their scores stay out of the softmax).
+    const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
     const std::span<const int32_t> table = cache.block_table(seq);
     if (scores.size() < static_cast<size_t>(n_kv)) scores.resize(static_cast<size_t>(n_kv));
 
@@ -63,11 +65,11 @@ void attention(const OpArgs& a) {
     // it keeps greedy generations identical.
     for (int32_t d = 0; d < p.head_dim; ++d) q16[d] = f16 ? fp16_to_f32(f32_to_fp16(qh[d])) : qh[d];
     float m = -std::numeric_limits<float>::infinity();
-    for (int32_t start = 0; start < n_kv; start += bs) {
+    for (int32_t start = kv0 / bs * bs; start < n_kv; start += bs) {
       const int32_t blk = table[static_cast<size_t>(start / bs)];
       const int32_t n = std::min(bs, n_kv - start);
       const auto* kb = static_cast<const uint8_t*>(cache.k_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
-      for (int32_t j = 0; j < n; ++j) {
+      for (int32_t j = std::max(0, kv0 - start); j < n; ++j) {
         const uint8_t* kr = kb + static_cast<size_t>(j) * row_bytes;
         const float s = (f16 ? cpu::dot_f32_f16(q16, reinterpret_cast<const uint16_t*>(kr), p.head_dim)
                              : cpu::dot_f32(q16, reinterpret_cast<const float*>(kr), p.head_dim)) *
@@ -77,18 +79,18 @@ void attention(const OpArgs& a) {
       }
     }
     double sum = 0.0;
-    for (int32_t j = 0; j < n_kv; ++j) {
+    for (int32_t j = kv0; j < n_kv; ++j) {
       const float e = std::exp(scores[static_cast<size_t>(j)] - m);
       scores[static_cast<size_t>(j)] = e;
       sum += static_cast<double>(e);
     }
     const auto inv = static_cast<float>(1.0 / sum);
     std::fill(acc, acc + p.head_dim, 0.0f);
-    for (int32_t start = 0; start < n_kv; start += bs) {
+    for (int32_t start = kv0 / bs * bs; start < n_kv; start += bs) {
       const int32_t blk = table[static_cast<size_t>(start / bs)];
       const int32_t n = std::min(bs, n_kv - start);
       const auto* vb = static_cast<const uint8_t*>(cache.v_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
-      for (int32_t j = 0; j < n; ++j) {
+      for (int32_t j = std::max(0, kv0 - start); j < n; ++j) {
         float pj = scores[static_cast<size_t>(start + j)] * inv;
         const uint8_t* vr = vb + static_cast<size_t>(j) * row_bytes;
         if (f16) {

@@ -29,6 +29,30 @@ void swiglu(const OpArgs& a) {
   for (int64_t i = i0; i < i1; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+// GELU with the tanh approximation (PyTorch's gelu(approximate="tanh"), Gemma's activation).
+void geglu(const OpArgs& a) {
+  const auto* g = static_cast<const float*>(a.src(0));
+  const auto* u = static_cast<const float*>(a.src(1));
+  auto* out = static_cast<float*>(a.dst());
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  int64_t i0, i1;
+  ThreadPool::split_range(a.node.n_elements(), a.ith, a.nth, &i0, &i1);
+  for (int64_t i = i0; i < i1; ++i) {
+    const float x = g[i];
+    const float gelu = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+    out[i] = gelu * u[i];
+  }
+}
+
+void scale(const OpArgs& a) {
+  const auto* x = static_cast<const float*>(a.src(0));
+  auto* out = static_cast<float*>(a.dst());
+  const float s = a.node.scalar;
+  int64_t i0, i1;
+  ThreadPool::split_range(a.node.n_elements(), a.ith, a.nth, &i0, &i1);
+  for (int64_t i = i0; i < i1; ++i) out[i] = x[i] * s;
+}
+
 void copy(const OpArgs& a) {
   const auto total = static_cast<int64_t>(a.node.nbytes());
   int64_t b0, b1;

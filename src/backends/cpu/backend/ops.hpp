@@ -34,6 +34,8 @@ void add(const OpArgs& a);
 void rope(const OpArgs& a);
 void attention(const OpArgs& a);
 void swiglu(const OpArgs& a);
+void geglu(const OpArgs& a);
+void scale(const OpArgs& a);
 void copy(const OpArgs& a);
 
 }  // namespace geniex::backends::cpu_ops
