@@ -29,6 +29,7 @@ Command make_tokenize_command(CLI::App& root);
 Command make_detokenize_command(CLI::App& root);
 Command make_bench_command(CLI::App& root);
 Command make_plan_command(CLI::App& root);
+Command make_perplexity_command(CLI::App& root);
 
 // Exit codes: 0 success, 1 runtime error (any geniex::Error), 2 usage error.
 inline constexpr int kExitError = 1;
