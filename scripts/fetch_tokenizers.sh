@@ -89,5 +89,12 @@ if ! have gemma-3-270m-q4_k_m.gguf "$GEMMA_SHA"; then
   place "$TMP/gemma.gguf" gemma-3-270m-q4_k_m.gguf "$GEMMA_SHA"
   rm -rf "$TMP/dl" "$TMP/w" "$TMP/gemma.gguf"
 fi
+# --- Hugging Face tokenizer folders (hf/<family>/) for the from_hf tests, built locally ---------
+HF_DEPS=("tokenizers==0.23.3" "transformers==5.24.0" "gguf==0.19.0" "sentencepiece" "protobuf")
+if ! python3 -c "import tokenizers, transformers, gguf, sentencepiece, google.protobuf" >/dev/null 2>&1; then
+  python3 -m pip install --quiet "${HF_DEPS[@]}" >&2 || true
+fi
+python3 "$(dirname "${BASH_SOURCE[0]}")/tokenizer/make_hf_folders.py" "$DEST" >&2 ||
+  echo "fetch_tokenizers: WARNING: make_hf_folders.py failed; the from_hf folder tests will skip" >&2
 echo "fetch_tokenizers: ready in $DEST" >&2
 echo "$DEST"

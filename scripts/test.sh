@@ -33,6 +33,39 @@ TOKDIR="$(bash scripts/fetch_tokenizers.sh | tail -n 1)"
 export GENIEX_TOKENIZER_DIR="$TOKDIR"
 echo "tokenizer vocabularies: $GENIEX_TOKENIZER_DIR"
 
+# tokenizer_cli_checks BIN TMPDIR: geniex tokenize / detokenize options, bad input, exit codes.
+tokenizer_cli_checks() {
+  local bin="$1" tmp="$2" rc
+  "$bin" tokenize -m "$MODEL" -p "<|im_start|>" >"$tmp/special" || fail "geniex tokenize <|im_start|>"
+  [ "$(cat "$tmp/special")" = "[1]" ] || fail "geniex tokenize: <|im_start|> gave $(cat "$tmp/special"), expected [1]"
+  "$bin" tokenize -m "$MODEL" -p "<|im_start|>" --no-parse-special >"$tmp/literal" || fail "geniex tokenize --no-parse-special"
+  grep -qE '^\[[0-9]+(,[0-9]+)+\]$' "$tmp/literal" || fail "geniex tokenize --no-parse-special: $(cat "$tmp/literal")"
+  "$bin" tokenize -m "$MODEL" -p "Hello world" --show-pieces >"$tmp/pieces" || fail "geniex tokenize --show-pieces"
+  grep -q "' world'" "$tmp/pieces" || fail "geniex tokenize --show-pieces: $(cat "$tmp/pieces")"
+  # Invalid UTF-8 on stdin: ids, and the same bytes back.
+  printf 'ok \x80\xbf\xc3 end\xe2\x82' >"$tmp/bad.txt"
+  "$bin" tokenize -m "$MODEL" <"$tmp/bad.txt" >"$tmp/bad.ids" || fail "geniex tokenize on invalid UTF-8"
+  "$bin" detokenize -m "$MODEL" --no-newline -f "$tmp/bad.ids" >"$tmp/bad.back" || fail "geniex detokenize -f"
+  cmp -s "$tmp/bad.txt" "$tmp/bad.back" || fail "geniex tokenize | detokenize changed invalid UTF-8 bytes"
+  for bad in '[1, 99999999]' '[1, -2]' '[1.5]' '1 x 2' '[1,'; do
+    rc=0
+    echo "$bad" | "$bin" detokenize -m "$MODEL" >/dev/null 2>"$tmp/err" || rc=$?
+    [ "$rc" -eq 1 ] || fail "geniex detokenize '$bad': exit code $rc, expected 1"
+    grep -q '^geniex: error: ' "$tmp/err" || fail "geniex detokenize '$bad': message '$(cat "$tmp/err")'"
+  done
+  "$bin" tokenize -m "$MODEL" --bench 2 --bench-unit jsonl -f tests/data/tokenizer/corpus.jsonl >"$tmp/tokbench" \
+    || fail "geniex tokenize --bench"
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["n_texts"] == 2123 and d["mb_per_s"] > 0, d' \
+    "$tmp/tokbench" || fail "geniex tokenize --bench: $(cat "$tmp/tokbench")"
+  local vocab="$GENIEX_TOKENIZER_DIR/vocab-llama-bpe.gguf"
+  if [ -f "$vocab" ]; then  # a vocab-only GGUF, no model
+    [ "$("$bin" tokenize --tokenizer "$vocab" -p "Hello world" --no-special)" = "[9906,1917]" ] \
+      || fail "geniex tokenize --tokenizer vocab-llama-bpe.gguf"
+    [ "$("$bin" detokenize --tokenizer "$vocab" 9906 1917)" = "Hello world" ] \
+      || fail "geniex detokenize --tokenizer vocab-llama-bpe.gguf"
+  fi
+}
+
 # cli_smoke BUILD_DIR [quick]: the CLI's subcommands on the real model, checking exit codes
 # and the shape of their output.
 cli_smoke() {
@@ -59,6 +92,7 @@ cli_smoke() {
   grep -qE '^\[[0-9]+(,[0-9]+)*\]$' "$tmp/ids" || fail "geniex tokenize: not a JSON list: $(cat "$tmp/ids")"
   "$bin" detokenize -m "$MODEL" <"$tmp/ids" >"$tmp/text" || fail "geniex detokenize"
   grep -q 'Hello world' "$tmp/text" || fail "geniex detokenize: round trip gave '$(cat "$tmp/text")'"
+  tokenizer_cli_checks "$bin" "$tmp"
 
   "$bin" run -m "$MODEL" -p "Name a primary color." -n 8 --temp 0 >"$tmp/run1" 2>"$tmp/run1.err" \
     || fail "geniex run: $(cat "$tmp/run1.err")"

@@ -8,11 +8,13 @@
 namespace geniex {
 namespace {
 
-constexpr std::array<DTypeInfo, 14> kTable = {{
+constexpr std::array<DTypeInfo, 16> kTable = {{
     {DType::F32, "f32", 1, 4, false},
     {DType::F16, "f16", 1, 2, false},
     {DType::Q4_0, "q4_0", kQK4_0, 2 + kQK4_0 / 2, true},
     {DType::Q4_1, "q4_1", kQK4_1, 2 + 2 + kQK4_1 / 2, true},
+    {DType::Q5_0, "q5_0", kQK5_0, 2 + kQK5_0 / 8 + kQK5_0 / 2, true},
+    {DType::Q5_1, "q5_1", kQK5_1, 2 + 2 + kQK5_1 / 8 + kQK5_1 / 2, true},
     {DType::Q8_0, "q8_0", kQK8_0, 2 + kQK8_0, true},
     {DType::Q8_1, "q8_1", kQK8_1, 2 + 2 + kQK8_1, true},
     {DType::Q4_K, "q4_k", kQK_K, 2 + 2 + kKScaleSize + kQK_K / 2, true},

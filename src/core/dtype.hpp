@@ -14,8 +14,10 @@ enum class DType : uint32_t {
   F16 = 1,
   Q4_0 = 2,
   Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
-  Q8_1 = 9,   // activation format paired with Q4_1 weights
+  Q8_1 = 9,   // activation format paired with Q4_1 and Q5_1 weights
   Q4_K = 12,
   Q5_K = 13,
   Q6_K = 14,
@@ -53,6 +55,8 @@ std::optional<uint64_t> bytes_for_elements(DType t, uint64_t n);
 // Block sizes shared by the quantized formats.
 inline constexpr int kQK4_0 = 32;
 inline constexpr int kQK4_1 = 32;
+inline constexpr int kQK5_0 = 32;
+inline constexpr int kQK5_1 = 32;
 inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK8_1 = 32;
 inline constexpr int kQK_K = 256;

@@ -113,6 +113,97 @@ void dequantize_q4_1(const void* src, float* y, int64_t n) {
   }
 }
 
+// Q5_0 / Q5_1: the fifth bit of element j is bit j of qh, a little-endian uint32.
+inline uint32_t load_qh(const uint8_t* qh) {
+  return static_cast<uint32_t>(qh[0]) | (static_cast<uint32_t>(qh[1]) << 8) |
+         (static_cast<uint32_t>(qh[2]) << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+}
+inline void store_qh(uint8_t* qh, uint32_t v) {
+  for (int k = 0; k < 4; ++k) qh[k] = static_cast<uint8_t>(v >> (8 * k));
+}
+// Quant j (0..31) of a 5-bit block, unsigned 0..31.
+inline int q5_at(const uint8_t* qs, uint32_t qh, int j) {
+  const int lo = j < 16 ? (qs[j] & 0x0f) : (qs[j - 16] >> 4);
+  return lo | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
+// Q5_0: d = max / -16 where max is the signed element of largest magnitude, q = x/d + 16.
+void quantize_q5_0(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ5_0*>(dst);
+  const int64_t nb = n / kQK5_0;
+  for (int64_t i = 0; i < nb; ++i, x += kQK5_0) {
+    float amax = 0.0f;
+    float max = 0.0f;
+    for (int j = 0; j < kQK5_0; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f2h(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK5_0 / 2; ++j) {
+      // As Q4_0: truncation of (v + 16.5) after an int8 cast, capped at 31.
+      const int q0 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+      const int q1 =
+          std::min(31, static_cast<int>(static_cast<int8_t>(x[j + kQK5_0 / 2] * id + 16.5f)));
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+      qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+      qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + kQK5_0 / 2);
+    }
+    store_qh(y[i].qh, qh);
+  }
+}
+void dequantize_q5_0(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_0*>(src);
+  const int64_t nb = n / kQK5_0;
+  for (int64_t i = 0; i < nb; ++i, y += kQK5_0) {
+    const float d = h2f(x[i].d);
+    const uint32_t qh = load_qh(x[i].qh);
+    for (int j = 0; j < kQK5_0; ++j) y[j] = static_cast<float>(q5_at(x[i].qs, qh, j) - 16) * d;
+  }
+}
+
+// Q5_1: d = (max - min) / 31, m = min, q = (x - min)/d.
+void quantize_q5_1(const float* x, void* dst, int64_t n) {
+  auto* y = static_cast<BlockQ5_1*>(dst);
+  const int64_t nb = n / kQK5_1;
+  for (int64_t i = 0; i < nb; ++i, x += kQK5_1) {
+    float min = FLT_MAX;
+    float max = -FLT_MAX;
+    for (int j = 0; j < kQK5_1; ++j) {
+      min = std::min(min, x[j]);
+      max = std::max(max, x[j]);
+    }
+    const float d = (max - min) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f2h(d);
+    y[i].m = f2h(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK5_1 / 2; ++j) {
+      const int q0 = std::min(31, static_cast<int>(static_cast<uint8_t>((x[j] - min) * id + 0.5f)));
+      const int q1 = std::min(
+          31, static_cast<int>(static_cast<uint8_t>((x[j + kQK5_1 / 2] - min) * id + 0.5f)));
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | ((q1 & 0x0f) << 4));
+      qh |= static_cast<uint32_t>((q0 >> 4) & 1) << j;
+      qh |= static_cast<uint32_t>((q1 >> 4) & 1) << (j + kQK5_1 / 2);
+    }
+    store_qh(y[i].qh, qh);
+  }
+}
+void dequantize_q5_1(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_1*>(src);
+  const int64_t nb = n / kQK5_1;
+  for (int64_t i = 0; i < nb; ++i, y += kQK5_1) {
+    const float d = h2f(x[i].d);
+    const float m = h2f(x[i].m);
+    const uint32_t qh = load_qh(x[i].qh);
+    for (int j = 0; j < kQK5_1; ++j) y[j] = static_cast<float>(q5_at(x[i].qs, qh, j)) * d + m;
+  }
+}
+
 // Q8_0: d = amax / 127, q = roundf(x / d) (round half away from zero).
 void quantize_q8_0(const float* x, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ8_0*>(dst);
@@ -224,6 +315,32 @@ float dot_q4_1(const void* w, const void* a, int64_t n) {
   return sumf;
 }
 
+float dot_q5_0(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_0*>(w);
+  const auto* y = static_cast<const BlockQ8_0*>(a);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK5_0; ++i) {
+    const uint32_t qh = load_qh(x[i].qh);
+    int sumi = 0;
+    for (int j = 0; j < kQK5_0; ++j) sumi += (q5_at(x[i].qs, qh, j) - 16) * y[i].qs[j];
+    sumf += static_cast<float>(sumi) * (h2f(x[i].d) * h2f(y[i].d));
+  }
+  return sumf;
+}
+
+float dot_q5_1(const void* w, const void* a, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_1*>(w);
+  const auto* y = static_cast<const BlockQ8_1*>(a);
+  float sumf = 0.0f;
+  for (int64_t i = 0; i < n / kQK5_1; ++i) {
+    const uint32_t qh = load_qh(x[i].qh);
+    int sumi = 0;
+    for (int j = 0; j < kQK5_1; ++j) sumi += q5_at(x[i].qs, qh, j) * y[i].qs[j];
+    sumf += static_cast<float>(sumi) * (h2f(x[i].d) * h2f(y[i].d)) + h2f(x[i].m) * h2f(y[i].s);
+  }
+  return sumf;
+}
+
 float dot_q8_0(const void* w, const void* a, int64_t n) {
   const auto* x = static_cast<const BlockQ8_0*>(w);
   const auto* y = static_cast<const BlockQ8_0*>(a);
@@ -241,7 +358,8 @@ float dot_q8_0(const void* w, const void* a, int64_t n) {
 bool can_dequantize(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q4_0: case DType::Q4_1:
-    case DType::Q8_0: case DType::Q8_1: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::Q8_1: case DType::Q4_K:
+    case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K:
       return true;
     default:
@@ -258,6 +376,8 @@ void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n) {
     case DType::BF16: dequantize_bf16(src, dst, n); return;
     case DType::Q4_0: dequantize_q4_0(src, dst, n); return;
     case DType::Q4_1: dequantize_q4_1(src, dst, n); return;
+    case DType::Q5_0: dequantize_q5_0(src, dst, n); return;
+    case DType::Q5_1: dequantize_q5_1(src, dst, n); return;
     case DType::Q8_0: dequantize_q8_0(src, dst, n); return;
     case DType::Q8_1: dequantize_q8_1(src, dst, n); return;
     case DType::Q4_K: detail::dequantize_q4_k(src, dst, n); return;
@@ -275,6 +395,8 @@ void quantize_row_ref(DType t, const float* src, void* dst, int64_t n) {
     case DType::BF16: quantize_bf16(src, dst, n); return;
     case DType::Q4_0: quantize_q4_0(src, dst, n); return;
     case DType::Q4_1: quantize_q4_1(src, dst, n); return;
+    case DType::Q5_0: quantize_q5_0(src, dst, n); return;
+    case DType::Q5_1: quantize_q5_1(src, dst, n); return;
     case DType::Q8_0: quantize_q8_0(src, dst, n); return;
     case DType::Q8_1: quantize_q8_1(src, dst, n); return;
     case DType::Q4_K: detail::quantize_q4_k(src, dst, n); return;
@@ -287,8 +409,8 @@ void quantize_row_ref(DType t, const float* src, void* dst, int64_t n) {
 
 DType vec_dot_type(DType w) {
   switch (w) {
-    case DType::Q4_0: case DType::Q8_0: return DType::Q8_0;
-    case DType::Q4_1: return DType::Q8_1;
+    case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: return DType::Q8_0;
+    case DType::Q4_1: case DType::Q5_1: return DType::Q8_1;
     case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return DType::Q8_K;
     case DType::F16: return DType::F16;
     case DType::BF16: return DType::BF16;
@@ -303,6 +425,8 @@ float vec_dot_ref(DType w, const void* wrow, const void* arow, int64_t n) {
     case DType::BF16: return dot_bf16(wrow, arow, n);
     case DType::Q4_0: return dot_q4_0(wrow, arow, n);
     case DType::Q4_1: return dot_q4_1(wrow, arow, n);
+    case DType::Q5_0: return dot_q5_0(wrow, arow, n);
+    case DType::Q5_1: return dot_q5_1(wrow, arow, n);
     case DType::Q8_0: return dot_q8_0(wrow, arow, n);
     case DType::Q4_K: return detail::dot_q4_k(wrow, arow, n);
     case DType::Q5_K: return detail::dot_q5_k(wrow, arow, n);

@@ -20,6 +20,19 @@ struct BlockQ4_1 {
   uint16_t m;
   uint8_t qs[kQK4_1 / 2];
 };
+// Q5_0 / Q5_1: the low 4 bits of each quant as in Q4_0 / Q4_1; bit j of qh (read as a
+// little-endian uint32) is the fifth bit of element j.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[kQK5_0 / 8];
+  uint8_t qs[kQK5_0 / 2];  // low nibbles: elements 0..15, high nibbles: 16..31
+};
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[kQK5_1 / 8];
+  uint8_t qs[kQK5_1 / 2];
+};
 struct BlockQ8_0 {
   uint16_t d;
   int8_t qs[kQK8_0];
@@ -57,6 +70,8 @@ struct BlockQ8_K {
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ4_K) == 144);
@@ -66,8 +81,8 @@ static_assert(sizeof(BlockQ8_K) == 292);
 
 // True for types with a reference dequantize (all weight types and activation formats).
 bool can_dequantize(DType t);
-// True for types with a reference quantizer (F32, F16, BF16, Q4_0, Q4_1, Q8_0, Q8_1, Q4_K,
-// Q5_K, Q6_K, Q8_K).
+// True for types with a reference quantizer (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// Q8_1, Q4_K, Q5_K, Q6_K, Q8_K).
 bool can_quantize(DType t);
 
 // n must be a multiple of the type's block size.
@@ -82,8 +97,8 @@ void quantize_row_ref(DType t, const float* src, void* dst, int64_t n);
 void quantize_activations_ref(DType t, const float* src, void* dst, int64_t n);
 
 // The activation format paired with weight type w for dot products:
-// Q4_0, Q8_0 -> Q8_0; Q4_1 -> Q8_1; Q4_K, Q5_K, Q6_K -> Q8_K; F16 -> F16; BF16 -> BF16;
-// F32 -> F32.
+// Q4_0, Q5_0, Q8_0 -> Q8_0; Q4_1, Q5_1 -> Q8_1; Q4_K, Q5_K, Q6_K -> Q8_K; F16 -> F16;
+// BF16 -> BF16; F32 -> F32.
 DType vec_dot_type(DType w);
 
 // Dot product of one row of weights (type w) with one row of activations already

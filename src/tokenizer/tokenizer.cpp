@@ -9,7 +9,9 @@
 #include <unordered_set>
 
 #include "core/log.hpp"
+#include "tokenizer/pretokenizer.hpp"
 #include "tokenizer/regex.hpp"
+#include "tokenizer/spm.hpp"
 #include "tokenizer/utf8.hpp"
 
 namespace geniex::tok {
@@ -70,73 +72,12 @@ std::string bytes_to_spelled(std::string_view bytes) {
   return out;
 }
 
-// Pre-tokenizer split patterns (PCRE2 syntax). `\s` is spelled out as the Unicode White_Space
-// set that Oniguruma and Rust use (PCRE2's UCP \s lacks U+0085 and U+180E differs by version).
-#define GX_WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
-constexpr const char* kWs = "[" GX_WS "]";
-constexpr const char* kNotWs = "[^" GX_WS "]";
-
-std::string expand_ws(std::string pattern) {
-  // Replaces \s and \S outside character classes, and \s inside [^...] classes, by the
-  // explicit set above. Patterns are ours, so a simple scan suffices.
-  std::string out;
-  bool in_class = false;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c == '\\' && i + 1 < pattern.size()) {
-      const char n = pattern[i + 1];
-      if (n == 's') {
-        out += in_class ? GX_WS : kWs;
-        ++i;
-        continue;
-      }
-      if (n == 'S' && !in_class) {
-        out += kNotWs;
-        ++i;
-        continue;
-      }
-      out += c;
-      out += n;
-      ++i;
-      continue;
-    }
-    if (c == '[') in_class = true;
-    if (c == ']') in_class = false;
-    out += c;
-  }
-  return out;
-}
-#undef GX_WS
-
-constexpr const char* kGpt2Split =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kLlama3Split =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kQwen2Split =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
-    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kDigits = "\\p{N}";
-
-struct PreSpec {
-  std::vector<std::string> splits;  // applied in order, each "isolated" (matches and gaps kept)
-  bool ignore_merges = false;       // a word that is a whole token is emitted as is
-};
-
-std::optional<PreSpec> pre_spec(std::string_view pre) {
-  if (pre == "default" || pre == "gpt2" || pre == "gpt-2" || pre.empty()) return PreSpec{{kGpt2Split}, false};
-  if (pre == "smollm" || pre == "starcoder" || pre == "refact") return PreSpec{{kDigits, kGpt2Split}, false};
-  if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "dbrx" || pre == "smaug-bpe" ||
-      pre == "falcon3")
-    return PreSpec{{kLlama3Split}, true};
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return PreSpec{{kQwen2Split}, false};
-  return std::nullopt;
-}
+// Pre-tokenizer patterns, the named registry and NFC live in pretokenizer.{hpp,cpp}.
 
 const char* const kEogTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>", "<end_of_turn>", "<|end_of_text|>",
     "<EOT>", "_<EOT>", "<|eom_id|>", "<|return|>", "<|call|>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // <｜end▁of▁sentence｜>
+    ("<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"),  // <｜end▁of▁sentence｜>
 };
 
 inline uint64_t pair_key(int32_t a, int32_t b) {
@@ -194,8 +135,40 @@ struct Tokenizer::Impl {
   std::array<int32_t, 256> byte_id{};  // id of the single-byte token, -1 if absent
   std::vector<std::shared_ptr<const Regex>> splits;
   bool ignore_merges = false;
+  bool nfc = false;  // normalize each non-special segment to NFC before splitting
   std::array<std::vector<int32_t>, 256> specials_by_first;  // longest first
   std::unordered_set<int32_t> eog;
+
+  // "llama" (SentencePiece BPE, see spm.hpp) only; null for byte-level BPE.
+  std::unique_ptr<spm::BpeModel> spm;
+  bool spm_prefix = false;  // dummy "▁" before every text segment; decode strips one leading space
+  // Added tokens by first byte: the distinct lengths (longest first) and a spelling -> id map.
+  struct AddedIndex {
+    std::array<std::vector<uint32_t>, 256> lens;
+    std::unordered_map<std::string, int32_t, spm::StringHash, std::equal_to<>> ids;
+    void add(const std::string& s, int32_t id) {
+      if (!ids.emplace(s, id).second) return;  // first wins
+      auto& v = lens[static_cast<unsigned char>(s[0])];
+      const auto len = static_cast<uint32_t>(s.size());
+      if (std::find(v.begin(), v.end(), len) == v.end()) {
+        v.push_back(len);
+        std::sort(v.begin(), v.end(), std::greater<uint32_t>());
+      }
+    }
+    // Longest added token starting at text[i]: its id and length, or {-1, 0}.
+    std::pair<int32_t, size_t> match(std::string_view text, size_t i) const {
+      for (uint32_t len : lens[static_cast<unsigned char>(text[i])]) {
+        if (len > text.size() - i) continue;
+        auto it = ids.find(text.substr(i, len));
+        if (it != ids.end()) return {it->second, len};
+      }
+      return {-1, 0};
+    }
+  };
+  AddedIndex added_all;   // unknown, control and user-defined pieces (parse_special)
+  AddedIndex added_user;  // user-defined pieces only
+  static Result<std::unique_ptr<Tokenizer>> build_spm(TokenizerConfig config);
+  void encode_spm(std::string_view text, bool parse_special, std::vector<int32_t>& out) const;
 
   mutable std::mutex cache_mutex;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
@@ -336,6 +309,11 @@ void Tokenizer::Impl::split(std::vector<std::unique_ptr<Regex::Matcher>>& matche
 
 void Tokenizer::Impl::encode_plain(std::vector<std::unique_ptr<Regex::Matcher>>& matchers,
                                    std::string_view text, std::vector<int32_t>& out) const {
+  std::string normalized;  // NFC keeps ill-formed bytes as they are, so the scan below is unchanged
+  if (nfc && !nfc_quick_ok(text)) {
+    normalized = normalize_nfc(text);
+    text = normalized;
+  }
   // Well-formed runs go through the regex splits; each maximal ill-formed run is a word.
   const auto* p = reinterpret_cast<const unsigned char*>(text.data());
   size_t i = 0, run = 0;
@@ -366,18 +344,26 @@ Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_config(TokenizerConfig config) {
+  if (config.model == "llama") return Impl::build_spm(std::move(config));
   if (config.model != "gpt2") {
     return make_error(ErrorCode::Unsupported,
                       "tokenizer: tokenizer.ggml.model '" + config.model +
-                          "' is not supported (supported: 'gpt2' byte-level BPE)");
+                          "' is not supported (supported: 'gpt2' byte-level BPE, 'llama' SentencePiece BPE)");
   }
-  std::optional<PreSpec> spec = pre_spec(config.pre);
+  // Explicit pre_patterns (Hugging Face Split stages) replace the named pre-tokenizer.
+  std::optional<PreSpec> spec =
+      config.pre_patterns.empty() ? named_pre_spec(config.pre)
+                                  : std::optional<PreSpec>(PreSpec{config.pre_patterns, false, ""});
   if (!spec) {
     return make_error(ErrorCode::Unsupported,
                       "tokenizer: tokenizer.ggml.pre '" + config.pre + "' (tokenizer.ggml.model '" +
-                          config.model +
-                          "') is not supported (supported: default, gpt2, smollm, starcoder, refact, "
-                          "llama-bpe, llama3, qwen2, dbrx, smaug-bpe, falcon3, deepseek-r1-qwen)");
+                          config.model + "') is not supported (supported: " + supported_pre_names() + ")");
+  }
+  spec->ignore_merges = spec->ignore_merges || config.ignore_merges;
+  if (!config.normalizer.empty()) spec->normalizer = config.normalizer == "none" ? "" : config.normalizer;
+  if (!spec->normalizer.empty() && spec->normalizer != "nfc") {
+    return make_error(ErrorCode::Unsupported, "tokenizer: normalizer '" + spec->normalizer +
+                                                  "' is not supported (supported: none, nfc)");
   }
   const size_t n = config.tokens.size();
   if (n == 0) return make_error(ErrorCode::InvalidFormat, "tokenizer: empty vocabulary");
@@ -407,8 +393,9 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_config(TokenizerConfig config
 
   auto impl = std::make_unique<Impl>();
   impl->ignore_merges = spec->ignore_merges;
+  impl->nfc = spec->normalizer == "nfc";
   for (const std::string& pattern : spec->splits) {
-    GX_ASSIGN_OR_RETURN(auto re, Regex::compile(expand_ws(pattern)));
+    GX_ASSIGN_OR_RETURN(auto re, Regex::compile(expand_whitespace(pattern)));
     impl->splits.push_back(std::move(re));
   }
   impl->bytes.resize(n);
@@ -477,6 +464,11 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool add_s
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 4);
   if (add_special && im.cfg.add_bos && im.cfg.bos_id >= 0) out.push_back(im.cfg.bos_id);
+  if (im.spm) {
+    im.encode_spm(text, parse_special, out);
+    if (add_special && im.cfg.add_eos && im.cfg.eos_id >= 0) out.push_back(im.cfg.eos_id);
+    return out;
+  }
   std::vector<std::unique_ptr<Regex::Matcher>> matchers;
   matchers.reserve(im.splits.size());
   for (const auto& re : im.splits) matchers.push_back(std::make_unique<Regex::Matcher>(*re));
@@ -515,6 +507,7 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids, bool skip_sp
     if (skip_special && is_special(id)) continue;
     out += impl_->bytes[static_cast<size_t>(id)];
   }
+  if (impl_->spm_prefix && !out.empty() && out[0] == ' ') out.erase(0, 1);  // HF Strip(left=1)
   return out;
 }
 
@@ -552,6 +545,109 @@ std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
 const std::string& Tokenizer::chat_template() const { return impl_->cfg.chat_template; }
 const std::string& Tokenizer::model_name() const { return impl_->cfg.model; }
 const std::string& Tokenizer::pre_name() const { return impl_->cfg.pre; }
+bool Tokenizer::strips_leading_space() const { return impl_->spm_prefix; }
+
+// ---- SentencePiece BPE ("llama") ----
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::Impl::build_spm(TokenizerConfig config) {
+  const size_t n = config.tokens.size();
+  if (n == 0) return make_error(ErrorCode::InvalidFormat, "tokenizer: empty vocabulary");
+  if (n > static_cast<size_t>(INT32_MAX / 2)) {
+    return make_error(ErrorCode::InvalidFormat, "tokenizer: vocabulary too large");
+  }
+  if (!config.token_types.empty() && config.token_types.size() != n) {
+    return make_error(ErrorCode::InvalidFormat,
+                      "tokenizer: tokenizer.ggml.token_type has " + std::to_string(config.token_types.size()) +
+                          " entries but tokenizer.ggml.tokens has " + std::to_string(n));
+  }
+  if (config.merges.empty() && config.scores.size() != n) {
+    return make_error(ErrorCode::InvalidFormat,
+                      "tokenizer: SentencePiece BPE without merges needs one score per token "
+                      "(tokenizer.ggml.scores has " + std::to_string(config.scores.size()) +
+                          " entries, tokenizer.ggml.tokens has " + std::to_string(n) + ")");
+  }
+  for (int32_t& t : config.token_types) {
+    if (t < 0 || t > 6) t = static_cast<int32_t>(TokenType::Normal);
+  }
+  for (auto [id, what] : {std::pair<int32_t*, const char*>{&config.bos_id, "bos"}, {&config.eos_id, "eos"},
+                          {&config.unk_id, "unk"}, {&config.pad_id, "pad"}, {&config.eot_id, "eot"},
+                          {&config.eom_id, "eom"}}) {
+    if (*id >= static_cast<int64_t>(n) || *id < -1) {
+      GX_LOG_WARN(std::string("tokenizer: ") + what + " id " + std::to_string(*id) + " out of range; ignored");
+      *id = -1;
+    }
+  }
+  GX_ASSIGN_OR_RETURN(spm::BpeModel model, spm::BpeModel::build(config.tokens, config.scores, config.merges,
+                                                                config.byte_fallback, config.unk_id));
+  auto impl = std::make_unique<Impl>();
+  impl->spm = std::make_unique<spm::BpeModel>(std::move(model));
+  impl->spm_prefix = config.add_space_prefix;
+  impl->byte_id.fill(-1);
+  impl->bytes.resize(n);
+  impl->spelled_to_id.reserve(n * 2);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string& t = config.tokens[i];
+    impl->spelled_to_id.emplace(t, static_cast<int32_t>(i));  // first wins
+    const int b = spm::byte_piece_value(t);  // HF's ByteFallback decoder: any "<0xXX>" spelling
+    if (b >= 0) {
+      impl->bytes[i] = std::string(1, static_cast<char>(b));
+      continue;
+    }
+    std::string& out = impl->bytes[i];
+    out.reserve(t.size());
+    for (size_t k = 0; k < t.size();) {
+      if (t.compare(k, spm::kSpace.size(), spm::kSpace) == 0) {
+        out += ' ';
+        k += spm::kSpace.size();
+      } else {
+        out += t[k++];
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const auto t = config.token_types.empty() ? TokenType::Normal : static_cast<TokenType>(config.token_types[i]);
+    // Unknown and control pieces are HF special added tokens (parse_special); user-defined pieces
+    // are non-special added tokens, matched whole in any text.
+    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) &&
+        !config.tokens[i].empty()) {
+      impl->added_all.add(config.tokens[i], static_cast<int32_t>(i));
+      if (t == TokenType::UserDefined) impl->added_user.add(config.tokens[i], static_cast<int32_t>(i));
+    }
+    if (t == TokenType::Control) {
+      for (const char* e : kEogTexts) {
+        if (config.tokens[i] == e) impl->eog.insert(static_cast<int32_t>(i));
+      }
+    }
+  }
+  for (int32_t id : {config.eos_id, config.eot_id, config.eom_id}) {
+    if (id >= 0) impl->eog.insert(id);
+  }
+  impl->cfg = std::move(config);
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+// Added tokens are split out first (leftmost, longest first, as HF's added-vocabulary trie);
+// every text segment between them is normalized on its own, so each gets the dummy prefix
+// (HF legacy behaviour, also sentencepiece's and llama.cpp's): "[INST] hi" -> [INST] "▁▁hi".
+void Tokenizer::Impl::encode_spm(std::string_view text, bool parse_special, std::vector<int32_t>& out) const {
+  auto segment = [&](std::string_view seg) {
+    if (seg.empty()) return;
+    spm->encode(spm::normalize(seg, spm_prefix, cfg.remove_extra_whitespaces), out);
+  };
+  const AddedIndex& added = parse_special ? added_all : added_user;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size();) {
+    const auto [id, len] = added.match(text, i);
+    if (id < 0) {
+      ++i;
+      continue;
+    }
+    segment(text.substr(start, i - start));
+    out.push_back(id);
+    i = start = i + len;
+  }
+  segment(text.substr(start));
+}
 
 // ---- StreamDecoder ----
 
@@ -560,7 +656,12 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special) : tok_(&to
 std::string StreamDecoder::push(int32_t id) {
   if (id < 0 || id >= tok_->n_vocab()) return {};
   if (skip_special_ && tok_->is_special(id)) return {};
+  const size_t before = pending_.size();
   pending_ += tok_->token_bytes(id);
+  if (at_start_ && pending_.size() > before) {  // as decode: the dummy prefix's space goes
+    at_start_ = false;
+    if (tok_->strips_leading_space() && pending_[before] == ' ') pending_.erase(before, 1);
+  }
   std::string out;
   const auto* p = reinterpret_cast<const unsigned char*>(pending_.data());
   size_t i = 0;

@@ -1,5 +1,6 @@
-// Tokenizer (byte-level BPE as in GPT-2 / SmolLM2 / Llama 3 / Qwen2), streaming decode that
-// never emits broken UTF-8, and a small Jinja renderer for chat templates.
+// Tokenizer (byte-level BPE as in GPT-2 / SmolLM2 / Llama 3 / Qwen2, and SentencePiece-style BPE
+// as in Llama 2 / Mistral / Gemma 3, see spm.hpp), streaming decode that never emits broken
+// UTF-8, and a small Jinja renderer for chat templates.
 //
 // Thread safety: a Tokenizer and a ChatTemplate are immutable after construction; encode,
 // decode and render may be called from any number of threads at once. A StreamDecoder belongs
@@ -11,6 +12,8 @@
 // UTF-8 becomes a pre-token of its own and goes through the byte-level alphabet like any other
 // byte, so decode(encode(bytes)) == bytes for every byte string. The regex pre-tokenizer runs
 // on the well-formed runs between them.
+// SentencePiece vocabularies ("llama") do the same through byte fallback: each byte of an
+// ill-formed sequence becomes its <0xXX> token.
 #pragma once
 
 #include <cstdint>
@@ -99,6 +102,10 @@ class Tokenizer {
   // add_special: add BOS/EOS as the model's metadata says (add_bos_token / add_eos_token).
   // parse_special: recognise control and user-defined token literals such as "<|im_start|>"
   // in the text (leftmost, longest first), as Hugging Face does for added tokens.
+  // SentencePiece ("llama") vocabularies: <unk> and control pieces need parse_special;
+  // user-defined pieces (HF non-special added tokens, e.g. Gemma's whitespace runs) are always
+  // matched whole. Each text segment between added tokens gets the dummy prefix on its own (HF
+  // legacy behaviour, as sentencepiece and llama.cpp): "<s>Hi" -> <s> "▁Hi".
   Result<std::vector<int32_t>> encode(std::string_view text, bool add_special,
                                       bool parse_special) const;
   // Concatenated raw bytes of the tokens (may be incomplete UTF-8 when the ids end inside a
@@ -118,8 +125,11 @@ class Tokenizer {
   bool is_special(int32_t id) const;  // control or unknown: what skip_special drops
   std::optional<int32_t> find_token(std::string_view text) const;  // by stored spelling
   const std::string& chat_template() const;  // "" if none
-  const std::string& model_name() const;     // "gpt2"
+  const std::string& model_name() const;     // "gpt2" or "llama"
   const std::string& pre_name() const;       // "smollm"
+  // True for SentencePiece vocabularies with a dummy prefix: decode (and StreamDecoder) drop one
+  // leading space of the output, as HF's decoder Strip(" ", 1, 0) does.
+  bool strips_leading_space() const;
 
   struct Impl;
 
@@ -129,18 +139,23 @@ class Tokenizer {
 };
 
 // Streaming decode for generation: push token ids one at a time and get text that is always
-// well-formed UTF-8. Bytes that may still become a character are held back; bytes that can
+// well-formed UTF-8. The concatenated output equals decode() of the same ids (for SentencePiece
+// vocabularies that includes dropping the dummy prefix's space at the start of the stream). Bytes that may still become a character are held back; bytes that can
 // never be well-formed are replaced by U+FFFD (one per maximal ill-formed subpart).
 class StreamDecoder {
  public:
   explicit StreamDecoder(const Tokenizer& tok, bool skip_special = true);
   std::string push(int32_t id);  // out-of-range ids are ignored
   std::string flush();           // held-back bytes come out as U+FFFD
-  void reset() { pending_.clear(); }
+  void reset() {
+    pending_.clear();
+    at_start_ = true;
+  }
 
  private:
   const Tokenizer* tok_;
   bool skip_special_;
+  bool at_start_ = true;  // nothing emitted yet (see Tokenizer::strips_leading_space)
   std::string pending_;
 };
 

@@ -28,7 +28,8 @@ struct Expected {
 const std::vector<Expected>& expected_types() {
   static const std::vector<Expected> v = {
       {0, "f32", 1, 4, false},      {1, "f16", 1, 2, false},       {2, "q4_0", 32, 18, true},
-      {3, "q4_1", 32, 20, true},    {8, "q8_0", 32, 34, true},     {9, "q8_1", 32, 36, true},
+      {3, "q4_1", 32, 20, true},    {6, "q5_0", 32, 22, true},     {7, "q5_1", 32, 24, true},
+      {8, "q8_0", 32, 34, true},    {9, "q8_1", 32, 36, true},
       {12, "q4_k", 256, 144, true}, {13, "q5_k", 256, 176, true},  {14, "q6_k", 256, 210, true},
       {15, "q8_k", 256, 292, true}, {24, "i8", 1, 1, false},       {25, "i16", 1, 2, false},
       {26, "i32", 1, 4, false},     {30, "bf16", 1, 2, false},
@@ -63,6 +64,8 @@ TEST(DType, TableMatchesGgmlGeometry) {
 TEST(DType, BlockConstants) {
   EXPECT_EQ(kQK4_0, 32);
   EXPECT_EQ(kQK4_1, 32);
+  EXPECT_EQ(kQK5_0, 32);
+  EXPECT_EQ(kQK5_1, 32);
   EXPECT_EQ(kQK8_0, 32);
   EXPECT_EQ(kQK8_1, 32);
   EXPECT_EQ(kQK_K, 256);
@@ -84,7 +87,7 @@ TEST(DType, FromIdKnowsExactlyTheTable) {
   }
   EXPECT_EQ(known, static_cast<int>(expected_types().size()));
   // Ids GGUF defines but GenieX does not support, and garbage.
-  for (const uint32_t id : {4u, 5u, 6u, 7u, 10u, 11u, 16u, 23u, 27u, 28u, 29u, 31u, 39u, 0x80000000u,
+  for (const uint32_t id : {4u, 5u, 10u, 11u, 16u, 23u, 27u, 28u, 29u, 31u, 39u, 0x80000000u,
                             0xffffffffu, 0xfffffffeu}) {
     EXPECT_FALSE(dtype_from_id(id).has_value()) << "id " << id;
   }
@@ -114,7 +117,7 @@ TEST(DType, NamesRoundTripCaseInsensitively) {
 
 TEST(DType, UnknownNamesAreRejected) {
   for (const char* n : {"", "f", "f64", "q4", "q4_", "q4_0 ", " q4_0", "q4-0", "q4_00", "q4_k_m",
-                        "fp16", "float", "bf", "q8", "q8_k\n", "i64", "q5_0", "q3_k", "q2_k"}) {
+                        "fp16", "float", "bf", "q8", "q8_k\n", "i64", "q5_2", "q3_k", "q2_k"}) {
     EXPECT_FALSE(dtype_from_name(n).has_value()) << '"' << n << '"';
   }
   // A name with an embedded NUL is not its prefix.

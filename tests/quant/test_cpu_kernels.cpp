@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernels.hpp"
@@ -155,6 +157,92 @@ TEST_P(CpuKernels, Avx2GemmMatchesScalar) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, CpuKernels, testing::ValuesIn(test::weight_types()),
                          test::type_name);
+
+// Q5_0 / Q5_1 blocks of random bytes (every fifth-bit pattern, quants 0 and 31 next to
+// activations of -128 and 127) through every SIMD table against the scalar one.
+void check_q5_random_blocks(DType t, int64_t cols, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.01f, 2.0f);
+  const TypeKernels* s = cpu::kernels_for_isa(t, "scalar");
+  ASSERT_NE(s, nullptr);
+  const bool has_min = t == DType::Q5_1;
+  const int64_t rows = 7, n = 32 * 5;  // 5 blocks: an odd tail after AVX-512's block pairs
+  const size_t wrow = static_cast<size_t>(row_bytes(t, n));
+  const size_t arow = static_cast<size_t>(row_bytes(s->act_type, n));
+  const size_t wblk = static_cast<size_t>(dtype_info(t).block_bytes);
+  const size_t ablk = static_cast<size_t>(dtype_info(s->act_type).block_bytes);
+  std::vector<uint8_t> w(wrow * rows), a(arow * static_cast<size_t>(cols));
+  for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
+  for (auto& v : a) v = static_cast<uint8_t>(byte(rng));
+  // Finite scales (and mins / activation sums) in place of the random header bytes.
+  for (size_t off = 0; off < w.size(); off += wblk) {
+    const uint16_t d = f32_to_fp16(byte(rng) % 2 ? scale(rng) : -scale(rng));
+    std::memcpy(&w[off], &d, 2);
+    if (has_min) {
+      const uint16_t m = f32_to_fp16(-scale(rng) * 8.0f);
+      std::memcpy(&w[off + 2], &m, 2);
+    }
+  }
+  for (size_t off = 0; off < a.size(); off += ablk) {
+    const uint16_t d = f32_to_fp16(scale(rng) * 0.01f);
+    std::memcpy(&a[off], &d, 2);
+    if (has_min) {
+      const uint16_t sum = f32_to_fp16(scale(rng) * 3.0f);
+      std::memcpy(&a[off + 2], &sum, 2);
+    }
+  }
+  std::vector<float> ref(static_cast<size_t>(rows * cols), kPoison);
+  s->gemm(n, w.data(), wrow, rows, a.data(), arow, cols, ref.data(), rows);
+  // Tolerance per output: 1e-5 of the largest possible block sums, |d_w d_a| * 32 * 31 * 128
+  // plus |m s|; one wrong fifth bit changes a block by at least 16 * |d_w d_a| * |a_j|.
+  auto bound = [&](int64_t r, int64_t c) {
+    double sum = 0.0;
+    for (int64_t blk = 0; blk < n / 32; ++blk) {
+      const uint8_t* wb = w.data() + static_cast<size_t>(r) * wrow + static_cast<size_t>(blk) * wblk;
+      const uint8_t* ab = a.data() + static_cast<size_t>(c) * arow + static_cast<size_t>(blk) * ablk;
+      uint16_t h[4];
+      std::memcpy(&h[0], wb, 2);
+      std::memcpy(&h[1], wb + 2, 2);
+      std::memcpy(&h[2], ab, 2);
+      std::memcpy(&h[3], ab + 2, 2);
+      const auto f = [&](int k) { return static_cast<double>(fp16_to_f32(h[k])); };
+      sum += std::fabs(f(0) * f(2)) * 32 * 31 * 128;
+      if (has_min) sum += std::fabs(f(1) * f(3));
+    }
+    return 1e-5 * sum;
+  };
+  std::vector<float> ref_deq(static_cast<size_t>(n));
+  for (const char* isa : {"avx2", "avx512"}) {
+    const TypeKernels* k = cpu::kernels_for_isa(t, isa);
+    if (k == nullptr) continue;
+    std::vector<float> got(ref.size(), kPoison);
+    k->gemm(n, w.data(), wrow, rows, a.data(), arow, cols, got.data(), rows);
+    for (size_t i = 0; i < ref.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << isa << " unwritten output " << i;
+      const auto r = static_cast<int64_t>(i) % rows, c = static_cast<int64_t>(i) / rows;
+      EXPECT_NEAR(got[i], ref[i], bound(r, c))
+          << dtype_name(t) << " " << isa << " cols=" << cols << " r=" << r << " c=" << c;
+    }
+    std::vector<float> deq(static_cast<size_t>(n), kPoison);
+    for (int64_t r = 0; r < rows; ++r) {
+      k->dequantize_row(w.data() + r * wrow, deq.data(), n);
+      s->dequantize_row(w.data() + r * wrow, ref_deq.data(), n);
+      ASSERT_EQ(std::memcmp(deq.data(), ref_deq.data(), deq.size() * sizeof(float)), 0)
+          << dtype_name(t) << " " << isa << " row " << r;
+    }
+  }
+}
+
+TEST(CpuKernels, Q5RandomBlocksMatchScalar) {
+  auto rng = make_rng(700);
+  for (DType t : {DType::Q5_0, DType::Q5_1}) {
+    // 3 columns: the register tiles; 1 column: the decode paths (AVX-512's for Q5_0).
+    for (int64_t cols : {3, 1}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
+      check_q5_random_blocks(t, cols, rng);
+    }
+  }
+}
 
 TEST(CpuKernels, DispatchPicksAvx2WhenSupported) {
   const CpuFeatures& f = cpu_features();

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -48,6 +49,44 @@ TEST(QuantFormat, Q4_1Block) {
     EXPECT_EQ(y[j], static_cast<float>((j * 3) % 16) * 0.25f - 1.0f) << j;
     EXPECT_EQ(y[j + 16], static_cast<float>(j) * 0.25f - 1.0f) << j;
   }
+}
+
+// Q5_0 / Q5_1: low 4 bits as Q4_0 / Q4_1, fifth bit of element j = bit j of qh (little-endian).
+void set_q5(uint8_t* qs, uint8_t* qh, int j, int q) {
+  if (j < 16) {
+    qs[j] = static_cast<uint8_t>((qs[j] & 0xf0) | (q & 15));
+  } else {
+    qs[j - 16] = static_cast<uint8_t>((qs[j - 16] & 0x0f) | ((q & 15) << 4));
+  }
+  if (q & 16) qh[j / 8] = static_cast<uint8_t>(qh[j / 8] | (1 << (j % 8)));
+}
+
+TEST(QuantFormat, Q5_0Block) {
+  BlockQ5_0 b{};
+  b.d = f32_to_fp16(0.5f);
+  auto q = [](int j) { return (j * 13 + 7) % 32; };
+  for (int j = 0; j < 32; ++j) set_q5(b.qs, b.qh, j, q(j));
+  const auto y = dequant(DType::Q5_0, &b, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], static_cast<float>(q(j) - 16) * 0.5f) << j;
+  // The GGUF bytes: d, then qh, then qs.
+  uint8_t raw[22];
+  std::memcpy(raw, &b, sizeof(raw));
+  EXPECT_EQ(raw[2], b.qh[0]);
+  EXPECT_EQ(raw[6], b.qs[0]);
+  EXPECT_EQ(offsetof(BlockQ5_0, qh), 2u);
+  EXPECT_EQ(offsetof(BlockQ5_0, qs), 6u);
+}
+
+TEST(QuantFormat, Q5_1Block) {
+  BlockQ5_1 b{};
+  b.d = f32_to_fp16(0.25f);
+  b.m = f32_to_fp16(-3.0f);
+  auto q = [](int j) { return (j * 5 + 31) % 32; };
+  for (int j = 0; j < 32; ++j) set_q5(b.qs, b.qh, j, q(j));
+  const auto y = dequant(DType::Q5_1, &b, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], static_cast<float>(q(j)) * 0.25f - 3.0f) << j;
+  EXPECT_EQ(offsetof(BlockQ5_1, qh), 4u);
+  EXPECT_EQ(offsetof(BlockQ5_1, qs), 8u);
 }
 
 TEST(QuantFormat, Q8_0AndQ8_1Block) {
@@ -167,6 +206,42 @@ TEST(QuantRules, Q4_0ScaleIsSignedMaxOverMinus8) {
   EXPECT_EQ(dequant(DType::Q4_0, &b, 32)[5], 4.0f);
 }
 
+TEST(QuantRules, Q5_0ScaleIsSignedMaxOverMinus16) {
+  std::vector<float> x(32, 0.25f);
+  x[3] = 8.0f;
+  x[20] = -8.0f;
+  BlockQ5_0 b{};
+  quantize_row_ref(DType::Q5_0, x.data(), &b, 32);
+  // Of two elements of largest magnitude the first one sets d: 8 / -16 = -0.5.
+  EXPECT_EQ(fp16_to_f32(b.d), -0.5f);
+  const auto y = dequant(DType::Q5_0, &b, 32);
+  EXPECT_EQ(y[3], 8.0f);    // quant 0: (0 - 16) * -0.5
+  EXPECT_EQ(y[20], -7.5f);  // -8 / -0.5 + 16.5 = 32.5 -> capped at 31: (31 - 16) * -0.5
+  EXPECT_EQ(y[0], 0.0f);    // 0.25 / -0.5 + 16.5 = 16 -> 0
+  x[3] = 0.5f;              // now -8 wins: d = 0.5
+  quantize_row_ref(DType::Q5_0, x.data(), &b, 32);
+  EXPECT_EQ(fp16_to_f32(b.d), 0.5f);
+  EXPECT_EQ(dequant(DType::Q5_0, &b, 32)[20], -8.0f);
+  // Halves truncate after + 16.5: 0.25 / 0.5 + 16.5 = 17 exactly -> 17 -> 0.5.
+  EXPECT_EQ(dequant(DType::Q5_0, &b, 32)[0], 0.5f);
+}
+
+TEST(QuantRules, Q5_1SpansMinToMax) {
+  std::vector<float> x(32);
+  for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) - 10.0f;  // min -10, max 21: d = 1
+  BlockQ5_1 b{};
+  quantize_row_ref(DType::Q5_1, x.data(), &b, 32);
+  EXPECT_EQ(fp16_to_f32(b.d), 1.0f);
+  EXPECT_EQ(fp16_to_f32(b.m), -10.0f);
+  const auto y = dequant(DType::Q5_1, &b, 32);
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], x[j]) << j;
+  // A constant block: d = 0, every quant 0, decoded to m.
+  std::vector<float> c(32, 1.5f);
+  quantize_row_ref(DType::Q5_1, c.data(), &b, 32);
+  EXPECT_EQ(fp16_to_f32(b.d), 0.0f);
+  for (float v : dequant(DType::Q5_1, &b, 32)) EXPECT_EQ(v, 1.5f);
+}
+
 TEST(QuantRules, Q8_0RoundsHalfAwayFromZero) {
   std::vector<float> x(32);
   for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(j) - 15.5f;  // halves
@@ -212,8 +287,8 @@ TEST(QuantRules, Q8_KScaleIsSignedMaxOverMinus127AndBsums) {
 }
 
 TEST(QuantRules, AllZeroBlocksDecodeToZero) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q8_1, DType::Q4_K, DType::Q5_K,
-                  DType::Q6_K, DType::Q8_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q8_1,
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_K}) {
     std::vector<float> x(256, 0.0f);
     std::vector<uint8_t> q(static_cast<size_t>(row_bytes(t, 256)), 0xAB);
     quantize_row_ref(t, x.data(), q.data(), 256);
@@ -263,6 +338,7 @@ INSTANTIATE_TEST_SUITE_P(
                     RoundTripBound{DType::BF16, 2.5e-3}, RoundTripBound{DType::Q8_0, 0.01},
                     RoundTripBound{DType::Q8_1, 0.01}, RoundTripBound{DType::Q8_K, 0.012},
                     RoundTripBound{DType::Q4_0, 0.15}, RoundTripBound{DType::Q4_1, 0.13},
+                    RoundTripBound{DType::Q5_0, 0.065}, RoundTripBound{DType::Q5_1, 0.055},
                     RoundTripBound{DType::Q4_K, 0.12}, RoundTripBound{DType::Q5_K, 0.06},
                     RoundTripBound{DType::Q6_K, 0.035}),
     [](const testing::TestParamInfo<RoundTripBound>& param_info) {
@@ -294,8 +370,10 @@ TEST_P(QuantVecDot, MatchesDequantizedDot) {
         absdot += std::fabs(prod);
       }
       const float got = vec_dot_ref(wt, wq.data(), aq.data(), n);
-      // Q4_1's min term uses the activation's stored s = fp16(d * sum(q)), rounded to 11 bits.
-      const double tol = (wt == DType::Q4_1 ? 2e-3 : 2e-6) * absdot;
+      // Q4_1's and Q5_1's min term uses the activation's stored s = fp16(d * sum(q)), rounded
+      // to 11 bits.
+      const bool min_term = wt == DType::Q4_1 || wt == DType::Q5_1;
+      const double tol = (min_term ? 2e-3 : 2e-6) * absdot;
       EXPECT_NEAR(got, exact, tol) << dtype_name(wt) << " n=" << n;
     }
   }
@@ -308,6 +386,8 @@ TEST(QuantVecDot, ActivationTypes) {
   EXPECT_EQ(vec_dot_type(DType::Q4_0), DType::Q8_0);
   EXPECT_EQ(vec_dot_type(DType::Q8_0), DType::Q8_0);
   EXPECT_EQ(vec_dot_type(DType::Q4_1), DType::Q8_1);
+  EXPECT_EQ(vec_dot_type(DType::Q5_0), DType::Q8_0);
+  EXPECT_EQ(vec_dot_type(DType::Q5_1), DType::Q8_1);
   EXPECT_EQ(vec_dot_type(DType::Q4_K), DType::Q8_K);
   EXPECT_EQ(vec_dot_type(DType::Q5_K), DType::Q8_K);
   EXPECT_EQ(vec_dot_type(DType::Q6_K), DType::Q8_K);

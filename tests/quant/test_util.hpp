@@ -28,8 +28,9 @@ inline std::vector<float> random_normal(std::mt19937& rng, size_t n, float sigma
 
 inline const std::vector<DType>& weight_types() {
   static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16,
-                                           DType::Q4_0, DType::Q4_1, DType::Q8_0,
-                                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                                           DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                                           DType::Q5_1, DType::Q8_0, DType::Q4_K,
+                                           DType::Q5_K, DType::Q6_K};
   return types;
 }
 

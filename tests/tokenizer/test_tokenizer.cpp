@@ -255,11 +255,11 @@ TEST(Tokenizer, TinyConfigBpe) {
 TEST(Tokenizer, UnsupportedModelsAreErrors) {
   TokenizerConfig cfg;
   cfg.tokens = {"a", "b"};
-  cfg.model = "llama";
+  cfg.model = "bert";  // WordPiece ("llama" is SentencePiece BPE: test_tokenizer_spm.cpp)
   auto r = Tokenizer::from_config(cfg);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::Unsupported);
-  EXPECT_NE(r.error().message.find("llama"), std::string::npos);
+  EXPECT_NE(r.error().message.find("bert"), std::string::npos);
   cfg.model = "gpt2";
   cfg.pre = "some-new-pre";
   r = Tokenizer::from_config(cfg);
@@ -291,7 +291,7 @@ TEST(Tokenizer, FromGgufErrors) {
   }
   {
     gguf::Writer w;
-    w.set_string("tokenizer.ggml.model", "llama");
+    w.set_string("tokenizer.ggml.model", "bert");
     w.set_string_array("tokenizer.ggml.tokens", {"<unk>", "a"});
     auto f = parse(w);
     ASSERT_TRUE(f);

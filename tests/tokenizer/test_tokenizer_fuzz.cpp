@@ -73,10 +73,10 @@ TEST(TokenizerFuzz, RandomBytes) {
 }
 
 TEST(TokenizerFuzz, RandomTemplates) {
-  const uint64_t seed = fuzz_seed() ^ 0x5DEECE66Dull;
+  const uint64_t run_seed = fuzz_seed();  // the value GENIEX_FUZZ_SEED takes to replay this run
   std::printf("[ fuzz   ] template seed %llu (GENIEX_FUZZ_SEED=%llu to reproduce)\n",
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed ^ 0x5DEECE66Dull));
-  std::mt19937_64 rng(seed);
+              static_cast<unsigned long long>(run_seed), static_cast<unsigned long long>(run_seed));
+  std::mt19937_64 rng(run_seed ^ 0x5DEECE66Dull);  // a stream apart from the tokenizer test's
   const char* frags[] = {
       "{%", "%}", "{{", "}}", "{#", "#}", "{%-", "-%}", "{{-", "-}}", " if ", " elif ", " else ", " endif ",
       " for ", " in ", " endfor ", " set ", " = ", "messages", "m", ".role", "['content']", "[0]", "[-1]",

@@ -38,8 +38,8 @@ void scalar_gemm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, cons
 template <DType W>
 constexpr TypeKernels scalar_entry() {
   return TypeKernels{W,
-                     W == DType::Q4_0 || W == DType::Q8_0 ? DType::Q8_0
-                     : W == DType::Q4_1                   ? DType::Q8_1
+                     W == DType::Q4_0 || W == DType::Q5_0 || W == DType::Q8_0 ? DType::Q8_0
+                     : W == DType::Q4_1 || W == DType::Q5_1                   ? DType::Q8_1
                      : W == DType::Q4_K || W == DType::Q5_K || W == DType::Q6_K
                          ? DType::Q8_K
                          : W,
@@ -51,7 +51,8 @@ constexpr TypeKernels scalar_entry() {
 
 constexpr TypeKernels kScalar[] = {
     scalar_entry<DType::F32>(),  scalar_entry<DType::F16>(),  scalar_entry<DType::BF16>(),
-    scalar_entry<DType::Q4_0>(), scalar_entry<DType::Q4_1>(), scalar_entry<DType::Q8_0>(),
+    scalar_entry<DType::Q4_0>(), scalar_entry<DType::Q4_1>(), scalar_entry<DType::Q5_0>(),
+    scalar_entry<DType::Q5_1>(), scalar_entry<DType::Q8_0>(),
     scalar_entry<DType::Q4_K>(), scalar_entry<DType::Q5_K>(), scalar_entry<DType::Q6_K>(),
 };
 

@@ -17,6 +17,8 @@ namespace {
 using quant::BlockQ4_0;
 using quant::BlockQ4_1;
 using quant::BlockQ4_K;
+using quant::BlockQ5_0;
+using quant::BlockQ5_1;
 using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_0;
@@ -64,6 +66,25 @@ inline __m256i unpack_nibbles(const uint8_t* p) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(q), _mm_srli_epi16(q, 4), 1);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+// The 32 fifth bits of a Q5_0/Q5_1 block (a little-endian uint32 at p) -> 32 bytes: byte j is
+// 0x10 where bit j is set, else 0, so OR-ing it into unpack_nibbles' output gives the quants.
+inline __m256i expand_bit5(const uint8_t* p) {
+  // Byte j gets byte j / 8 of the word (the shuffle is per 128-bit lane; every lane holds the
+  // whole word), then keeps only bit j % 8.
+  const __m256i word = _mm256_set1_epi32(static_cast<int>(load_u32(p)));
+  const __m256i spread = _mm256_shuffle_epi8(
+      word, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+// Q5_0 / Q5_1 quants 0..31 in element order.
+inline __m256i unpack_q5(const uint8_t* qh, const uint8_t* qs) {
+  return _mm256_or_si256(unpack_nibbles(qs), expand_bit5(qh));
 }
 
 inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -117,6 +138,34 @@ struct TraitQ4_1 {
   struct W { __m256i q; __m128 d; };  // d = (d, m)
   struct A { __m256i q; __m128 d; };  // d = (d, s)
   static W load_w(const uint8_t* p) { return {unpack_nibbles(p + 4), load_h2(p)}; }
+  static A load_a(const uint8_t* p) { return {load256(p + 4), load_h2(p)}; }
+  static __m256i dot(const W& w, const A& a) { return sum_pairs(_mm256_maddubs_epi16(w.q, a.q)); }
+};
+
+struct TraitQ5_0 {
+  static constexpr size_t kWBytes = sizeof(BlockQ5_0);
+  static constexpr size_t kABytes = sizeof(BlockQ8_0);
+  static constexpr bool kHasMin = false;
+  struct W { __m256i q; __m128 d; };
+  struct A { __m256i q, sum16; __m128 d; };
+  static W load_w(const uint8_t* p) { return {unpack_q5(p + 2, p + 6), load_h1(p)}; }
+  static A load_a(const uint8_t* p) {
+    const __m256i q = load256(p + 2);
+    // (w - 16) . a = w . a - 16 * sum(a); maddubs pairs stay below 2 * 31 * 128 (no saturation).
+    return {q, sum_pairs(_mm256_maddubs_epi16(_mm256_set1_epi8(16), q)), load_h1(p)};
+  }
+  static __m256i dot(const W& w, const A& a) {
+    return _mm256_sub_epi32(sum_pairs(_mm256_maddubs_epi16(w.q, a.q)), a.sum16);
+  }
+};
+
+struct TraitQ5_1 {
+  static constexpr size_t kWBytes = sizeof(BlockQ5_1);
+  static constexpr size_t kABytes = sizeof(BlockQ8_1);
+  static constexpr bool kHasMin = true;
+  struct W { __m256i q; __m128 d; };  // d = (d, m)
+  struct A { __m256i q; __m128 d; };  // d = (d, s)
+  static W load_w(const uint8_t* p) { return {unpack_q5(p + 4, p + 8), load_h2(p)}; }
   static A load_a(const uint8_t* p) { return {load256(p + 4), load_h2(p)}; }
   static __m256i dot(const W& w, const A& a) { return sum_pairs(_mm256_maddubs_epi16(w.q, a.q)); }
 };
@@ -613,6 +662,40 @@ void dequantize_q4_1(const void* src, float* y, int64_t n) {
   }
 }
 
+// Eight bytes at a time of 32 quant bytes, widened to f32.
+inline __m256 i8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)); }
+inline __m256 u8_to_ps(__m128i v) { return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)); }
+
+void dequantize_q5_0(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_0*>(src);
+  for (int64_t i = 0; i < n / 32; ++i, y += 32) {
+    const __m256 d = _mm256_set1_ps(h2f(x[i].d));
+    const __m256i q = _mm256_sub_epi8(unpack_q5(x[i].qh, x[i].qs), _mm256_set1_epi8(16));
+    const __m128i lo = _mm256_castsi256_si128(q);
+    const __m128i hi = _mm256_extracti128_si256(q, 1);
+    _mm256_storeu_ps(y, _mm256_mul_ps(i8_to_ps(lo), d));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(i8_to_ps(_mm_srli_si128(lo, 8)), d));
+    _mm256_storeu_ps(y + 16, _mm256_mul_ps(i8_to_ps(hi), d));
+    _mm256_storeu_ps(y + 24, _mm256_mul_ps(i8_to_ps(_mm_srli_si128(hi, 8)), d));
+  }
+}
+
+void dequantize_q5_1(const void* src, float* y, int64_t n) {
+  const auto* x = static_cast<const BlockQ5_1*>(src);
+  for (int64_t i = 0; i < n / 32; ++i, y += 32) {
+    const __m256 d = _mm256_set1_ps(h2f(x[i].d));
+    const __m256 m = _mm256_set1_ps(h2f(x[i].m));
+    const __m256i q = unpack_q5(x[i].qh, x[i].qs);
+    const __m128i lo = _mm256_castsi256_si128(q);
+    const __m128i hi = _mm256_extracti128_si256(q, 1);
+    // Multiply, then add: the reference's two roundings (no fused multiply-add).
+    _mm256_storeu_ps(y, _mm256_add_ps(_mm256_mul_ps(u8_to_ps(lo), d), m));
+    _mm256_storeu_ps(y + 8, _mm256_add_ps(_mm256_mul_ps(u8_to_ps(_mm_srli_si128(lo, 8)), d), m));
+    _mm256_storeu_ps(y + 16, _mm256_add_ps(_mm256_mul_ps(u8_to_ps(hi), d), m));
+    _mm256_storeu_ps(y + 24, _mm256_add_ps(_mm256_mul_ps(u8_to_ps(_mm_srli_si128(hi, 8)), d), m));
+  }
+}
+
 void dequantize_f16(const void* src, float* y, int64_t n) {
   const auto* x = static_cast<const uint16_t*>(src);
   int64_t i = 0;
@@ -642,6 +725,8 @@ const TypeKernels kTable[] = {
     {DType::BF16, DType::BF16, "avx2", &dequantize_bf16, &quantize_bf16, &gemm_f<LoadBF16>},
     {DType::Q4_0, DType::Q8_0, "avx2", &dequantize_q4_0, &quantize_q8_0, &gemm_q<TraitQ4_0, 32>},
     {DType::Q4_1, DType::Q8_1, "avx2", &dequantize_q4_1, &quantize_q8_1, &gemm_q<TraitQ4_1, 32>},
+    {DType::Q5_0, DType::Q8_0, "avx2", &dequantize_q5_0, &quantize_q8_0, &gemm_q<TraitQ5_0, 32>},
+    {DType::Q5_1, DType::Q8_1, "avx2", &dequantize_q5_1, &quantize_q8_1, &gemm_q<TraitQ5_1, 32>},
     {DType::Q8_0, DType::Q8_0, "avx2", &dequantize_q8_0, &quantize_q8_0, &gemm_q<TraitQ8_0, 32>},
     {DType::Q4_K, DType::Q8_K, "avx2", &dequantize_ref<DType::Q4_K>, &quantize_q8_k,
      &gemm_rowdot<&dot_q4_k>},
