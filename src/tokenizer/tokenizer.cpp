@@ -247,19 +247,16 @@ void Tokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>& out) cons
   }
   for (int32_t i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) {
     const int32_t id = syms[static_cast<size_t>(i)].id;
-    if (id >= 0) {
-      out.push_back(id);
-    } else if (id == -1 && cfg.unk_id >= 0) {
-      out.push_back(cfg.unk_id);  // a byte missing from the vocabulary
-    }
+    // A byte missing from the vocabulary (SmolLM2 lacks 21 of the 256) is dropped, as
+    // Hugging Face's byte-level BPE without an unk token and llama.cpp both do.
+    if (id >= 0) out.push_back(id);
   }
 }
 
 void Tokenizer::Impl::bpe_cached(std::string_view word, std::vector<int32_t>& out) const {
   if (word.size() == 1) {
     const int32_t id = byte_id[static_cast<unsigned char>(word[0])];
-    if (id >= 0) out.push_back(id);
-    else if (cfg.unk_id >= 0) out.push_back(cfg.unk_id);
+    if (id >= 0) out.push_back(id);  // a missing byte is dropped (see bpe())
     return;
   }
   if (word.size() > kCacheMaxWord) {

@@ -10,7 +10,9 @@
 // even receive such input (Rust &str / Python str), and llama.cpp replaces each bad byte with
 // U+FFFD. GenieX keeps the bytes instead: every maximal run of bytes that is not well-formed
 // UTF-8 becomes a pre-token of its own and goes through the byte-level alphabet like any other
-// byte, so decode(encode(bytes)) == bytes for every byte string. The regex pre-tokenizer runs
+// byte, so decode(encode(bytes)) == bytes for every byte string (on vocabularies that have all
+// 256 byte tokens; a byte missing from the vocabulary is dropped, as HF and llama.cpp do). The
+// regex pre-tokenizer runs
 // on the well-formed runs between them.
 // SentencePiece vocabularies ("llama") do the same through byte fallback: each byte of an
 // ill-formed sequence becomes its <0xXX> token.
