@@ -2,6 +2,14 @@
 // llama.cpp: last-position logits of 4 prompts (one of 730 tokens, past the 512-token sliding
 // window) and teacher-forced greedy runs. Token ids come from llama.cpp (the fixture), so this
 // checks the model, not the tokenizer. The file is fetched by scripts/fetch_tokenizers.sh.
+//
+// Tolerances. On the Q4_K_M file both runtimes quantize activations for the integer dot
+// products (llama.cpp to Q8_K/Q8_0, GenieX likewise but with its own rounding and summation
+// order); llama.cpp's own Q4_K_M logits differ from its F32 logits of the same dequantized
+// weights by up to 1.59 (mean 0.43) on these prompts (recorded in the fixture), so the
+// quantized comparison allows max|diff| < 2.0 and checks top-1 where the gap exceeds 0.1.
+// The tight check is on the F32 copy (scripts/dequantize_gguf.py, gguf-py): plain F32 products
+// on both sides, where GenieX must agree to 1e-3 relative to the logit range.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,15 +24,18 @@
 namespace geniex {
 namespace {
 
-std::string gemma_path() {
+std::string tokenizer_dir() {
   std::string dir;
   if (const char* d = std::getenv("GENIEX_TOKENIZER_DIR")) {
     dir = d;
   } else if (const char* home = std::getenv("HOME")) {
     dir = std::string(home) + "/.cache/geniex/tokenizers";
   }
-  return dir + "/gemma-3-270m-q4_k_m.gguf";
+  return dir;
 }
+
+std::string gemma_path() { return tokenizer_dir() + "/gemma-3-270m-q4_k_m.gguf"; }
+std::string gemma_f32_path() { return tokenizer_dir() + "/gemma-3-270m-f32.gguf"; }
 
 const nlohmann::json& refs() {
   static const nlohmann::json j = [] {
@@ -83,7 +94,42 @@ TEST(Gemma3Real, LastLogitsMatchLlamaCpp) {
     if (gap > 0.1) {
       EXPECT_EQ(top, p["top_ids"][0].get<int>()) << p["name"];
     }
-    EXPECT_LT(max_diff, 1.0) << p["name"];
+    EXPECT_LT(max_diff, 2.0) << p["name"];
+  }
+}
+
+TEST(Gemma3Real, F32LastLogitsMatchLlamaCppTightly) {
+  if (!std::filesystem::exists(gemma_f32_path())) {
+    if (std::getenv("GENIEX_REQUIRE_MODEL") != nullptr) FAIL() << "missing " << gemma_f32_path();
+    GTEST_SKIP() << "missing " << gemma_f32_path() << " (scripts/fetch_tokenizers.sh makes it)";
+  }
+  ASSERT_FALSE(refs().is_discarded());
+  ASSERT_TRUE(refs().contains("f32")) << "fixture without the f32 section: rerun scripts/make_llamacpp_gemma3_refs.py";
+  auto built = ModelBuilder(gemma_f32_path()).with_threads(2).with_context(1024).build();
+  ASSERT_TRUE(built.has_value()) << built.error().to_string();
+  const int stride = refs()["subset_stride"];
+  const auto& f32 = refs()["f32"]["prompts"];
+  for (size_t k = 0; k < f32.size(); ++k) {
+    const auto& p = f32[k];
+    const auto& q = refs()["prompts"][k];
+    ASSERT_EQ(p["name"], q["name"]);
+    auto session = built->new_session();
+    ASSERT_TRUE(session.has_value());
+    auto logits = session->eval(q["tokens"].get<std::vector<int32_t>>());
+    ASSERT_TRUE(logits.has_value()) << logits.error().to_string();
+    const auto& sub = p["subset_logits"];
+    double max_diff = 0, lo = 1e30, hi = -1e30;
+    for (size_t i = 0; i < sub.size(); ++i) {
+      const double r = sub[i].get<double>();
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>((*logits)[i * static_cast<size_t>(stride)]) - r));
+      lo = std::min(lo, r);
+      hi = std::max(hi, r);
+    }
+    const double rel = max_diff / (hi - lo);
+    std::printf("[ gemma3 f32 ] %-17s top1 %6d (llama.cpp %6d), max|diff| %.5f, relative to range %.2e\n",
+                p["name"].get<std::string>().c_str(), argmax(*logits), p["top_ids"][0].get<int>(), max_diff, rel);
+    EXPECT_EQ(argmax(*logits), p["top_ids"][0].get<int>()) << p["name"];
+    EXPECT_LT(rel, 1e-3) << p["name"];
   }
 }
 
