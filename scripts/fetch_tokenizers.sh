@@ -94,11 +94,6 @@ HF_DEPS=("tokenizers==0.23.3" "transformers==5.24.0" "gguf==0.19.0" "sentencepie
 if ! python3 -c "import tokenizers, transformers, gguf, sentencepiece, google.protobuf" >/dev/null 2>&1; then
   python3 -m pip install --quiet "${HF_DEPS[@]}" >&2 || true
 fi
-# --- Hugging Face tokenizer folders (hf/<family>/) for the from_hf tests, built locally ---------
-HF_DEPS=("tokenizers==0.23.3" "transformers==5.24.0" "gguf==0.19.0" "sentencepiece" "protobuf")
-if ! python3 -c "import tokenizers, transformers, gguf, sentencepiece, google.protobuf" >/dev/null 2>&1; then
-  python3 -m pip install --quiet "${HF_DEPS[@]}" >&2 || true
-fi
 # --- Gemma 3 270M dequantized to F32 by gguf-py (llama.cpp's own package): the tight model check --
 if [ -f "$DEST/gemma-3-270m-q4_k_m.gguf" ] && [ ! -f "$DEST/gemma-3-270m-f32.gguf" ]; then
   echo "fetch_tokenizers: dequantizing Gemma 3 270M to F32 (gguf-py, 1.1 GB)" >&2
