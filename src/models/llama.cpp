@@ -68,6 +68,12 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::load(const gguf::File& file, Lla
     }
   }
 
+  // Mistral 7B v0.1 attends to the last 4,096 positions only. llama.cpp's converter drops the
+  // window (its "llama" graph has none); GenieX's HF import and convert keep it under this key.
+  if (file.find(a + "attention.sliding_window") != nullptr) {
+    GX_ASSIGN_OR_RETURN(m->window_, get_count(file, a + "attention.sliding_window"));
+  }
+
   const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
   if (embd == nullptr) return make_error(ErrorCode::NotFound, "model is missing tensor 'token_embd.weight'");
   hp.n_vocab = static_cast<int32_t>(embd->ne[1]);
@@ -153,6 +159,7 @@ graph::Graph LlamaModel::build_graph(const StepShape& shape) const {
   attn.n_head_kv = hp.n_head_kv;
   attn.head_dim = hp.head_dim;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  attn.window = window_;
 
   for (int i = 0; i < hp.n_layer; ++i) {
     const LlamaLayer& L = layers_[static_cast<size_t>(i)];

@@ -1,4 +1,4 @@
-// Llama family (Llama 2/3/3.1/3.2, SmolLM2, Mistral 7B) and its close relatives that differ
+// Llama family (Llama 2/3/3.1/3.2, SmolLM2, Mistral 7B v0.1 with its sliding window, v0.3) and its close relatives that differ
 // only by a few tensors: Qwen2/2.5 (biases on q, k, v; NeoX RoPE) and Qwen3 (per-head RMSNorm
 // on q and k; NeoX RoPE). RMSNorm, RoPE, grouped-query attention, SwiGLU.
 #pragma once
@@ -43,6 +43,7 @@ class LlamaModel final : public Architecture {
   graph::WeightRef output_norm_;  // (n_embd)
   graph::WeightRef output_;       // (n_embd, n_vocab); == tok_embd_ when tied
   graph::WeightRef rope_freqs_;   // (n_rot / 2) f32 frequency factors; empty name when absent
+  int32_t window_ = 0;            // Mistral 7B v0.1: sliding attention window (0 = none)
   std::vector<LlamaLayer> layers_;
 };
 
