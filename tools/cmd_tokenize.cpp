@@ -51,22 +51,8 @@ Result<std::unique_ptr<tok::Tokenizer>> load_tokenizer(const TokenizerSource& sr
   if (path.empty()) {
     return make_error(ErrorCode::InvalidArgument, "no tokenizer: pass --tokenizer PATH, -m MODEL or set GENIEX_MODEL");
   }
-  // Until Tokenizer::from_path exists: a folder or a .json is a Hugging Face tokenizer, a .model
-  // a SentencePiece model, anything else a GGUF.
-  std::error_code ec;
-  const bool folder = std::filesystem::is_directory(path, ec);
-  Result<std::unique_ptr<tok::Tokenizer>> t = make_error(ErrorCode::Internal, "unreachable");
-  if (folder || path.ends_with(".json")) {
-    t = tok::Tokenizer::from_hf(path);
-  } else if (path.ends_with(".model")) {
-    t = tok::Tokenizer::from_sentencepiece(path);
-  } else {
-    Result<gguf::File> file = gguf::File::open(path);  // its errors name the file
-    if (!file) return file.take_error();
-    t = tok::Tokenizer::from_gguf(*file);
-  }
-  if (!t) return make_error(t.error().code, fmt::format("{}: {}", path, t.error().message));
-  return t;
+  // The kind is told by content (tok::Tokenizer::from_path); its errors name the path.
+  return tok::Tokenizer::from_path(path);
 }
 
 struct TokenizeOptions {

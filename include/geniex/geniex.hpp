@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "geniex/result.hpp"
+#include "geniex/tokenizer.hpp"
 
 namespace geniex {
 
@@ -151,6 +152,8 @@ class Model {
   Result<std::vector<int32_t>> tokenize(std::string_view text, bool add_special = true,
                                         bool parse_special = true) const;
   Result<std::string> detokenize(std::span<const int32_t> ids) const;
+  // The model's tokenizer as a handle of its own (shares the vocabulary; outlives the Model).
+  Result<Tokenizer> tokenizer() const;
   Result<std::string> apply_chat_template(const std::vector<ChatMessage>& messages,
                                           bool add_generation_prompt = true) const;
 

@@ -32,7 +32,7 @@ struct Model::Impl {
   std::string path;
   gguf::File file;
   std::unique_ptr<models::Architecture> arch;
-  std::unique_ptr<tok::Tokenizer> tokenizer;
+  std::shared_ptr<const tok::Tokenizer> tokenizer;  // shared with public geniex::Tokenizer handles
   std::optional<Error> tokenizer_error;  // models without a supported tokenizer can still eval
   std::optional<tok::ChatTemplate> chat_template;
   ModelInfo info;

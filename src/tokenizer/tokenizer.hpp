@@ -91,6 +91,10 @@ class Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> from_hf(const std::string& path);
   // A SentencePiece model file (tokenizer.model, protobuf ModelProto).
   static Result<std::unique_ptr<Tokenizer>> from_sentencepiece(const std::string& path);
+  // Any of the above told apart by content (GGUF magic, JSON, protobuf): a GGUF with
+  // tokenizer.ggml.* metadata, a Hugging Face folder or tokenizer.json, a SentencePiece model.
+  // Errors name the path.
+  static Result<std::unique_ptr<Tokenizer>> from_path(const std::string& path);
   // A tiktoken rank file (base64 token, space, rank per line) with the pre-tokenizer named `pre`
   // ("qwen2", "qwen35", ...) and the special tokens that follow the ranks (text, id).
   static Result<std::unique_ptr<Tokenizer>> from_tiktoken(
