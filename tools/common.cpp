@@ -42,6 +42,9 @@ void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads, boo
     app.add_option("-c,--ctx-size", opts.ctx_size, "context length in tokens (0: min(trained, 4096))")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--kv-type", opts.kv_type, "KV cache storage type")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"f16", "f32"}));
   }
   if (with_device) {
     app.add_option("--device", opts.device, "target compute unit; falls back npu -> gpu -> cpu")
@@ -66,6 +69,7 @@ Result<Model> load_model(const ModelOptions& opts) {
       .with_device(*device)
       .with_threads(opts.threads)
       .with_context(opts.ctx_size)
+      .with_kv_cache_type(opts.kv_type == "f32" ? KvCacheType::F32 : KvCacheType::F16)
       .build();
 }
 

@@ -30,6 +30,8 @@ Command make_detokenize_command(CLI::App& root);
 Command make_bench_command(CLI::App& root);
 Command make_plan_command(CLI::App& root);
 Command make_perplexity_command(CLI::App& root);
+Command make_quantize_command(CLI::App& root);
+Command make_convert_command(CLI::App& root);
 
 // Exit codes: 0 success, 1 runtime error (any geniex::Error), 2 usage error.
 inline constexpr int kExitError = 1;
@@ -44,6 +46,7 @@ struct ModelOptions {
   int32_t threads = 0;
   int32_t ctx_size = 0;
   std::string device = "auto";
+  std::string kv_type = "f16";
 };
 void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads = true,
                        bool with_ctx = true, bool with_device = true);

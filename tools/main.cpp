@@ -40,6 +40,8 @@ int run_main(int argc, char** argv) {
   commands.push_back(geniex::cli::make_bench_command(root));
   commands.push_back(geniex::cli::make_plan_command(root));
   commands.push_back(geniex::cli::make_perplexity_command(root));
+  commands.push_back(geniex::cli::make_quantize_command(root));
+  commands.push_back(geniex::cli::make_convert_command(root));
 
   CLI::App* help = root.add_subcommand("help", "list the commands, or show one command's options");
   std::string help_topic;

@@ -35,6 +35,11 @@ class Device {
   Kind kind_;
 };
 
+// Storage type of the KV cache's K and V rows. F16 (the default, as llama.cpp) halves its
+// memory; F32 keeps attention in full precision (reference comparisons, long contexts where
+// f16 rounding matters).
+enum class KvCacheType { F16, F32 };
+
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant"
   std::string content;
@@ -86,6 +91,7 @@ struct ModelInfo {
   std::vector<std::string> device_notes;    // one line per fallback, e.g. "npu: not available ..."
   double load_ms = 0;
   int64_t kv_cache_bytes = 0;
+  std::string kv_cache_type;  // "f16" or "f32"
 };
 
 // One row of the scheduler's placement (see `geniex plan`).
@@ -175,6 +181,7 @@ class ModelBuilder {
   ModelBuilder& with_device(Device device);
   ModelBuilder& with_threads(int32_t n_threads);  // 0: every CPU this process may use (affinity)
   ModelBuilder& with_context(int32_t n_ctx);      // 0: min(model's trained context, 4096)
+  ModelBuilder& with_kv_cache_type(KvCacheType type);  // default F16
   Result<Model> build() const;
 
  private:
@@ -182,6 +189,7 @@ class ModelBuilder {
   Device device_ = Device::auto_select();
   int32_t n_threads_ = 0;
   int32_t n_ctx_ = 0;
+  KvCacheType kv_type_ = KvCacheType::F16;
 };
 
 // Library version, "0.1.0".

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -142,9 +143,22 @@ class Writer {
   // ne as in TensorInfo (innermost first); bytes must be row_bytes-consistent.
   Status add_tensor(const std::string& name, DType type, std::vector<int64_t> ne,
                     const void* data, size_t nbytes);
+  // Declares a tensor whose bytes are produced later, while write_file_streaming writes the
+  // file (same checks as add_tensor). to_bytes() and write_file() write such tensors as zeros.
+  Status add_tensor_info(const std::string& name, DType type, std::vector<int64_t> ne);
 
   std::vector<uint8_t> to_bytes() const;
   Status write_file(const std::string& path) const;
+
+  // Produces the bytes of tensor `index` (in the order tensors were added) into `bytes`,
+  // which must end up exactly the declared size; an error stops the write.
+  using TensorProducer =
+      std::function<Status(size_t index, const std::string& name, std::vector<uint8_t>& bytes)>;
+  // Writes the file front to back without holding more than one tensor's data: header,
+  // metadata and tensor infos, then each tensor's bytes in order (tensors added with
+  // add_tensor come from memory, those added with add_tensor_info from `produce`). The result
+  // is byte-identical to to_bytes() with the same data.
+  Status write_file_streaming(const std::string& path, const TensorProducer& produce) const;
 
  private:
   struct PendingTensor {
@@ -152,7 +166,14 @@ class Writer {
     DType type;
     std::vector<int64_t> ne;
     std::vector<uint8_t> bytes;
+    uint64_t nbytes = 0;
+    bool deferred = false;  // bytes come from a TensorProducer
   };
+  Status check_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
+                      uint64_t* nbytes) const;
+  // Header, metadata and tensor infos; offsets[i] is tensor i's offset in the data section,
+  // *data_size the data section's size (no padding after the last tensor).
+  std::vector<uint8_t> header_bytes(std::vector<uint64_t>* offsets, uint64_t* data_size) const;
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<PendingTensor> tensors_;

@@ -1,4 +1,5 @@
 // GGUF v3 writer: metadata in insertion order, tensor data aligned.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -149,8 +150,8 @@ void Writer::set_alignment(uint32_t alignment) {
   if (alignment != kDefaultAlignment || present) set_value(kAlignmentKey, Value::of_u32(alignment));
 }
 
-Status Writer::add_tensor(const std::string& name, DType type, std::vector<int64_t> ne,
-                          const void* data, size_t nbytes) {
+Status Writer::check_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
+                            uint64_t* nbytes) const {
   const std::string where = "gguf writer: tensor '" + name + "'";
   if (name.empty()) return make_error(ErrorCode::InvalidArgument, "gguf writer: empty tensor name");
   for (const auto& t : tensors_) {
@@ -180,23 +181,47 @@ Status Writer::add_tensor(const std::string& name, DType type, std::vector<int64
                           " block size " + std::to_string(info.block_size));
   }
   const auto expected = bytes_for_elements(type, static_cast<uint64_t>(n));
-  if (!expected || *expected != nbytes) {
+  if (!expected) {
+    return make_error(ErrorCode::InvalidArgument, where + ": size of " + std::to_string(n) + " " +
+                                                      std::string(info.name) +
+                                                      " elements overflows");
+  }
+  *nbytes = *expected;
+  return ok_status();
+}
+
+Status Writer::add_tensor(const std::string& name, DType type, std::vector<int64_t> ne,
+                          const void* data, size_t nbytes) {
+  uint64_t expected = 0;
+  if (auto st = check_tensor(name, type, ne, &expected); !st) return st;
+  const std::string where = "gguf writer: tensor '" + name + "'";
+  if (expected != nbytes) {
+    int64_t n = 1;
+    for (const int64_t d : ne) n *= d;
     return make_error(ErrorCode::InvalidArgument,
-                      where + ": " + std::to_string(n) + " " + std::string(info.name) +
-                          " elements need " + (expected ? std::to_string(*expected) : "?") +
-                          " bytes, got " + std::to_string(nbytes));
+                      where + ": " + std::to_string(n) + " " + std::string(dtype_name(type)) +
+                          " elements need " + std::to_string(expected) + " bytes, got " +
+                          std::to_string(nbytes));
   }
   if (nbytes > 0 && data == nullptr) {
     return make_error(ErrorCode::InvalidArgument, where + ": null data");
   }
-  PendingTensor t{name, type, std::move(ne), {}};
+  PendingTensor t{name, type, std::move(ne), {}, nbytes, false};
   const auto* bytes = static_cast<const uint8_t*>(data);
   t.bytes.assign(bytes, bytes + nbytes);
   tensors_.push_back(std::move(t));
   return ok_status();
 }
 
-std::vector<uint8_t> Writer::to_bytes() const {
+Status Writer::add_tensor_info(const std::string& name, DType type, std::vector<int64_t> ne) {
+  uint64_t nbytes = 0;
+  if (auto st = check_tensor(name, type, ne, &nbytes); !st) return st;
+  tensors_.push_back(PendingTensor{name, type, std::move(ne), {}, nbytes, true});
+  return ok_status();
+}
+
+std::vector<uint8_t> Writer::header_bytes(std::vector<uint64_t>* offsets,
+                                          uint64_t* data_size) const {
   std::vector<uint8_t> out;
   out.insert(out.end(), {'G', 'G', 'U', 'F'});
   put_le(out, 3, 4);
@@ -208,27 +233,125 @@ std::vector<uint8_t> Writer::to_bytes() const {
     put_payload(out, value.type, value);
   }
   uint64_t offset = 0;
-  std::vector<uint64_t> offsets;
-  offsets.reserve(tensors_.size());
+  offsets->clear();
+  offsets->reserve(tensors_.size());
   for (const auto& t : tensors_) {
     offset = align_up(offset, alignment_);
-    offsets.push_back(offset);
+    offsets->push_back(offset);
     put_string(out, t.name);
     put_le(out, t.ne.size(), 4);
     for (const int64_t d : t.ne) put_le(out, static_cast<uint64_t>(d), 8);
     put_le(out, static_cast<uint32_t>(t.type), 4);
     put_le(out, offset, 8);
-    offset += t.bytes.size();
+    offset += t.nbytes;
   }
+  *data_size = offset;
+  return out;
+}
+
+std::vector<uint8_t> Writer::to_bytes() const {
+  std::vector<uint64_t> offsets;
+  uint64_t data_size = 0;
+  std::vector<uint8_t> out = header_bytes(&offsets, &data_size);
   if (tensors_.empty()) return out;
   // Data section: aligned start, each tensor at its aligned offset, no padding after the last.
   const uint64_t data_start = align_up(out.size(), alignment_);
-  out.resize(data_start + offset, 0);
+  out.resize(data_start + data_size, 0);
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& b = tensors_[i].bytes;
     if (!b.empty()) std::memcpy(out.data() + data_start + offsets[i], b.data(), b.size());
   }
   return out;
+}
+
+namespace {
+
+// A FILE* that remembers the first failure and closes itself.
+class OutFile {
+ public:
+  explicit OutFile(std::string path) : path_(std::move(path)) {}
+  ~OutFile() {
+    if (fp_) std::fclose(fp_);
+  }
+  OutFile(const OutFile&) = delete;
+  OutFile& operator=(const OutFile&) = delete;
+
+  Status open() {
+    fp_ = std::fopen(path_.c_str(), "wb");
+    if (!fp_) {
+      return make_error(ErrorCode::IoError,
+                        "gguf writer: cannot create '" + path_ + "': " + std::strerror(errno));
+    }
+    return ok_status();
+  }
+  Status write(const void* data, size_t n) {
+    if (n == 0) return ok_status();
+    if (std::fwrite(data, 1, n, fp_) != n) {
+      return make_error(ErrorCode::IoError, "gguf writer: writing '" + path_ + "' failed after " +
+                                                std::to_string(written_) + " bytes: " +
+                                                std::strerror(errno));
+    }
+    written_ += n;
+    return ok_status();
+  }
+  Status pad_to(uint64_t pos) {
+    static constexpr uint8_t kZeros[64] = {};
+    while (written_ < pos) {
+      const auto n = static_cast<size_t>(std::min<uint64_t>(sizeof(kZeros), pos - written_));
+      if (auto st = write(kZeros, n); !st) return st;
+    }
+    return ok_status();
+  }
+  Status close() {
+    std::FILE* fp = fp_;
+    fp_ = nullptr;
+    if (std::fclose(fp) != 0) {
+      return make_error(ErrorCode::IoError,
+                        "gguf writer: closing '" + path_ + "' failed: " + std::strerror(errno));
+    }
+    return ok_status();
+  }
+  uint64_t written() const { return written_; }
+
+ private:
+  std::string path_;
+  std::FILE* fp_ = nullptr;
+  uint64_t written_ = 0;
+};
+
+}  // namespace
+
+Status Writer::write_file_streaming(const std::string& path, const TensorProducer& produce) const {
+  std::vector<uint64_t> offsets;
+  uint64_t data_size = 0;
+  const std::vector<uint8_t> header = header_bytes(&offsets, &data_size);
+  OutFile out(path);
+  if (auto st = out.open(); !st) return st;
+  if (auto st = out.write(header.data(), header.size()); !st) return st;
+  const uint64_t data_start = align_up(header.size(), alignment_);
+  std::vector<uint8_t> produced;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const PendingTensor& t = tensors_[i];
+    if (auto st = out.pad_to(data_start + offsets[i]); !st) return st;
+    const std::vector<uint8_t>* bytes = &t.bytes;
+    if (t.deferred) {
+      produced.clear();
+      if (!produce) {
+        return make_error(ErrorCode::InvalidArgument,
+                          "gguf writer: tensor '" + t.name + "' has no data and no producer");
+      }
+      if (auto st = produce(i, t.name, produced); !st) return st;
+      if (produced.size() != t.nbytes) {
+        return make_error(ErrorCode::Internal,
+                          "gguf writer: tensor '" + t.name + "': producer gave " +
+                              std::to_string(produced.size()) + " bytes, declared " +
+                              std::to_string(t.nbytes));
+      }
+      bytes = &produced;
+    }
+    if (auto st = out.write(bytes->data(), bytes->size()); !st) return st;
+  }
+  return out.close();
 }
 
 Status Writer::write_file(const std::string& path) const {

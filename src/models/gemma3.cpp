@@ -82,10 +82,23 @@ Result<std::unique_ptr<Gemma3Model>> Gemma3Model::load(const gguf::File& file) {
   const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
   GX_ASSIGN_OR_RETURN(m->tok_embd_, load_weight(file, "token_embd.weight", {d, hp.n_vocab}));
   GX_ASSIGN_OR_RETURN(m->output_norm_, load_weight(file, "output_norm.weight", {d}));
+  // Which layers slide: every sixth is global, unless a per-layer bool array says otherwise
+  // (GenieX's Hugging Face import writes one for checkpoints whose layer_types differ).
+  std::vector<bool> local(static_cast<size_t>(hp.n_layer));
+  for (int i = 0; i < hp.n_layer; ++i) local[static_cast<size_t>(i)] = (i + 1) % kGlobalEvery != 0;
+  if (const gguf::Value* pattern = file.find(a + "attention.sliding_window_pattern")) {
+    const gguf::Array* arr = pattern->as_array();
+    if (arr == nullptr || arr->elem_type != gguf::ValueType::Bool || arr->items.size() != local.size()) {
+      return make_error(ErrorCode::InvalidFormat, "gemma3: metadata '" + a +
+                                                      "attention.sliding_window_pattern' is not an array of " +
+                                                      std::to_string(hp.n_layer) + " bools");
+    }
+    for (size_t i = 0; i < local.size(); ++i) local[i] = arr->items[i].as_bool().value_or(true);
+  }
   m->layers_.resize(static_cast<size_t>(hp.n_layer));
   for (int i = 0; i < hp.n_layer; ++i) {
     Gemma3Layer& L = m->layers_[static_cast<size_t>(i)];
-    L.local = (i + 1) % kGlobalEvery != 0;
+    L.local = local[static_cast<size_t>(i)];
     GX_ASSIGN_OR_RETURN(L.attn_norm, load_weight(file, blk(i, "attn_norm.weight"), {d}));
     GX_ASSIGN_OR_RETURN(L.wq, load_weight(file, blk(i, "attn_q.weight"), {d, q_dim}));
     GX_ASSIGN_OR_RETURN(L.wk, load_weight(file, blk(i, "attn_k.weight"), {d, kv_dim}));

@@ -89,6 +89,12 @@ bool can_quantize(DType t);
 void dequantize_row_ref(DType t, const void* src, float* dst, int64_t n);
 void quantize_row_ref(DType t, const float* src, void* dst, int64_t n);
 
+// Weight quantizer of `geniex quantize`. Q4_0: a search per block over scales (ggml's choice
+// among the candidates) that keeps a candidate only if it lowers the x^2-weighted squared error
+// without raising the plain squared error above the reference's. Every other type: exactly
+// quantize_row_ref (ggml's reference quantizer, as llama.cpp's quantize without an imatrix).
+void quantize_row_weights(DType t, const float* src, void* dst, int64_t n);
+
 // Activation quantizer used by dot-product kernels. For Q8_0 and Q8_1 it follows the
 // arithmetic of ggml's x86 activation path (scale 127/amax, ties to even), which differs in
 // rare roundings from the weight quantizer above (1/(amax/127), ties away from zero);

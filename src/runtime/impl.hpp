@@ -41,6 +41,7 @@ struct Model::Impl {
   std::shared_ptr<const backends::CpuWeightStore> cpu_weights;  // packed layouts, shared
   int32_t n_threads = 1;
   int32_t n_ctx = 0;
+  DType kv_type = DType::F16;  // KV cache rows
   int32_t n_batch = 512;  // most tokens per step; longer prompts are split
 
   Result<const tok::Tokenizer*> require_tokenizer() const;

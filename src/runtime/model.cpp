@@ -7,6 +7,7 @@
 #include <exception>
 #include <thread>
 
+#include "convert/hf_import.hpp"
 #include "runtime/impl.hpp"
 
 namespace geniex {
@@ -54,17 +55,27 @@ ModelBuilder& ModelBuilder::with_context(int32_t n_ctx) {
   n_ctx_ = n_ctx;
   return *this;
 }
+ModelBuilder& ModelBuilder::with_kv_cache_type(KvCacheType type) {
+  kv_type_ = type;
+  return *this;
+}
 
 Result<Model> ModelBuilder::build() const {
   // A lambda inside the friend's member can reach Model's private constructor.
   auto build_model = [](const std::string& path, Device device, int32_t n_threads,
-                        int32_t n_ctx) -> Result<Model> {
+                        int32_t n_ctx, KvCacheType kv_type) -> Result<Model> {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 0) return make_error(ErrorCode::InvalidArgument, "threads must be >= 0");
   if (n_ctx < 0) return make_error(ErrorCode::InvalidArgument, "context size must be >= 0");
   auto impl = std::make_shared<Model::Impl>();
   impl->path = path;
-  GX_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
+  impl->kv_type = kv_type == KvCacheType::F32 ? DType::F32 : DType::F16;
+  if (convert::is_hf_folder(path)) {
+    // A Hugging Face folder: imported to an in-memory GGUF (weights as stored, BF16 as F32).
+    GX_ASSIGN_OR_RETURN(impl->file, convert::load_hf_as_gguf(path));
+  } else {
+    GX_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
+  }
   GX_ASSIGN_OR_RETURN(impl->arch, models::load_architecture(impl->file));
   const models::HParams& hp = impl->arch->hparams();
 
@@ -121,12 +132,14 @@ Result<Model> ModelBuilder::build() const {
     info.device_notes.push_back("context " + std::to_string(impl->n_ctx) +
                                 " exceeds the trained context " + std::to_string(hp.n_ctx_train));
   }
-  info.kv_cache_bytes = int64_t{2} * hp.n_layer * impl->n_ctx * hp.n_head_kv * hp.head_dim * 2;
+  const int64_t kv_elem = impl->kv_type == DType::F32 ? 4 : 2;
+  info.kv_cache_bytes = int64_t{2} * hp.n_layer * impl->n_ctx * hp.n_head_kv * hp.head_dim * kv_elem;
+  info.kv_cache_type = impl->kv_type == DType::F32 ? "f32" : "f16";
   info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Model(std::move(impl));
   };
   try {
-    return build_model(path_, device_, n_threads_, n_ctx_);
+    return build_model(path_, device_, n_threads_, n_ctx_, kv_type_);
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "out of memory while loading '" + path_ + "'");
   } catch (const std::exception& e) {

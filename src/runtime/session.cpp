@@ -42,7 +42,7 @@ Result<std::unique_ptr<Session::Impl>> Session::Impl::create(std::shared_ptr<con
   cfg.head_dim = hp.head_dim;
   cfg.n_ctx = s->model->n_ctx;
   cfg.n_seq_max = 1;
-  cfg.type = DType::F16;
+  cfg.type = s->model->kv_type;
   GX_ASSIGN_OR_RETURN(auto cache, kv::PagedKvCache::create(cfg));
   s->kv = std::move(cache);
   return s;

@@ -144,6 +144,10 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The TokenizerConfig that Tokenizer::from_hf builds from a Hugging Face folder or tokenizer.json
+// (for converters that write it out as GGUF metadata).
+Result<TokenizerConfig> hf_tokenizer_config(const std::string& path);
+
 // Streaming decode for generation: push token ids one at a time and get text that is always
 // well-formed UTF-8. The concatenated output equals decode() of the same ids (for SentencePiece
 // vocabularies that includes dropping the dummy prefix's space at the start of the stream). Bytes that may still become a character are held back; bytes that can

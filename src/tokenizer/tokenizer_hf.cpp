@@ -215,7 +215,7 @@ std::optional<std::string> token_name(const json& cfg, const char* key) {
   return std::nullopt;
 }
 
-Result<std::unique_ptr<Tokenizer>> build(const json& tj, const json& tc, std::string chat_template) {
+Result<TokenizerConfig> build(const json& tj, const json& tc, std::string chat_template) {
   TokenizerConfig cfg;
   const json& model = tj.at("model");
   const std::string mtype = type_of(model);
@@ -378,12 +378,17 @@ Result<std::unique_ptr<Tokenizer>> build(const json& tj, const json& tc, std::st
     }
   }
   cfg.chat_template = std::move(chat_template);
-  return Tokenizer::from_config(std::move(cfg));
+  return cfg;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::from_hf(const std::string& path) {
+  GX_ASSIGN_OR_RETURN(TokenizerConfig cfg, hf_tokenizer_config(path));
+  return Tokenizer::from_config(std::move(cfg));
+}
+
+Result<TokenizerConfig> hf_tokenizer_config(const std::string& path) {
   std::error_code ec;
   fs::path tj_path = path;
   if (fs::is_directory(tj_path, ec)) tj_path /= "tokenizer.json";
