@@ -8,6 +8,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libutf8proc-dev
   clang libclang-rt-14-dev
   python3 python3-pip unzip
+  pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
 )
 
 missing=()

@@ -4,6 +4,9 @@
 
 #include "backends/cpu/backend/cpu_backend.hpp"
 #include "runtime/impl.hpp"
+#ifdef GENIEX_HAVE_OPENCL
+#include "backends/opencl/opencl_backend.hpp"
+#endif
 
 namespace geniex {
 
@@ -27,13 +30,30 @@ std::string_view Device::name() const {
 }
 
 DeviceResolution resolve_device(Device device) {
-  // The backend registry: the explicit list of backends compiled into this build. Only the
-  // CPU backend exists so far; GPU (OpenCL, CUDA) and NPU backends join this list.
+  // The backend registry: the explicit list of backends compiled into this build: the CPU
+  // backend, and OpenCL when built with GENIEX_OPENCL; CUDA and NPU backends join this list.
   DeviceResolution r;
   const bool want_npu = device.kind() == Device::Kind::Npu || device.kind() == Device::Kind::Auto;
   const bool want_gpu = want_npu || device.kind() == Device::Kind::Gpu;
   if (want_npu) r.notes.push_back("npu: no NPU backend in this build; falling back to gpu");
-  if (want_gpu) r.notes.push_back("gpu: no GPU backend in this build; falling back to cpu");
+  if (want_gpu) {
+#ifdef GENIEX_HAVE_OPENCL
+    // OpenCL: "gpu" takes any OpenCL device (a CPU one such as PoCL too: that is how CI
+    // tests the backend); "auto" only a real GPU, since a CPU device would just be a slower
+    // CPU backend. Ops the backend cannot run fall back to the CPU node by node.
+    auto probe = backends::opencl::probe_device();
+    if (probe && (probe->is_gpu || device.kind() == Device::Kind::Gpu)) {
+      r.backend_names.push_back("opencl");
+    } else if (probe) {
+      r.notes.push_back("gpu: the only OpenCL device (" + probe->name +
+                        ") is a CPU device; auto keeps the cpu backend (--device gpu uses it)");
+    } else {
+      r.notes.push_back("gpu: no OpenCL device (" + probe.error().message + "); falling back to cpu");
+    }
+#else
+    r.notes.push_back("gpu: no GPU backend in this build (built without OpenCL); falling back to cpu");
+#endif
+  }
   r.backend_names.push_back("cpu");
   return r;
 }
@@ -45,6 +65,11 @@ Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
   for (const std::string& name : names) {
     if (name == "cpu") {
       out.push_back(std::make_unique<backends::CpuBackend>(n_threads, cpu_weights));
+#ifdef GENIEX_HAVE_OPENCL
+    } else if (name == "opencl") {
+      GX_ASSIGN_OR_RETURN(auto cl, backends::opencl::OpenClBackend::create());
+      out.push_back(std::move(cl));
+#endif
     } else {
       return make_error(ErrorCode::Unsupported, "backend '" + name + "' is not in this build");
     }
