@@ -78,7 +78,7 @@ cli_smoke() {
   "$bin" --version >"$tmp/version" || fail "geniex --version"
   grep -q '^geniex [0-9]' "$tmp/version" || fail "geniex --version printed '$(cat "$tmp/version")'"
   "$bin" help >"$tmp/help" || fail "geniex help"
-  for cmd in run chat info tokenize detokenize bench plan; do
+  for cmd in run chat info tokenize detokenize bench plan perplexity convert quantize; do
     grep -q "^  $cmd " "$tmp/help" || fail "geniex help does not list '$cmd'"
   done
 
@@ -112,7 +112,23 @@ cli_smoke() {
   "$bin" run --no-such-flag 2>/dev/null >/dev/null || rc=$?
   [ "$rc" -eq 2 ] || fail "geniex run --no-such-flag: exit code $rc, expected 2"
 
+  # Hugging Face folder: loaded directly, converted, converted again only with --force.
+  local hf=tests/data/hf_tiny/smollm2
+  "$bin" run -m "$hf" -p "hello" -n 4 --temp 0 --no-stats >"$tmp/hf_run" || fail "geniex run on a Hugging Face folder"
+  "$bin" convert "$hf" -o "$tmp/hf.gguf" --type q8_0 2>"$tmp/convert.err" || fail "geniex convert: $(cat "$tmp/convert.err")"
+  "$bin" run -m "$tmp/hf.gguf" -p "hello" -n 4 --temp 0 --no-stats >/dev/null || fail "geniex run on a converted file"
+  rc=0
+  "$bin" convert "$hf" -o "$tmp/hf.gguf" --type q8_0 2>"$tmp/err" >/dev/null || rc=$?
+  [ "$rc" -eq 1 ] || fail "geniex convert over an existing file without --force: exit code $rc, expected 1"
+  "$bin" convert "$hf" -o "$tmp/hf.gguf" --type f16 --force 2>/dev/null || fail "geniex convert --force"
+
   if [ -z "$quick" ]; then
+    "$bin" quantize "$MODEL" "$tmp/q8.gguf" q8_0 2>"$tmp/quantize.err" || fail "geniex quantize: $(cat "$tmp/quantize.err")"
+    "$bin" run -m "$tmp/q8.gguf" -p "Name a primary color." -n 4 --temp 0 --no-stats >/dev/null || fail "geniex run on a quantized file"
+    rm -f "$tmp/q8.gguf"
+    # --device gpu: the OpenCL backend where the build has it (PoCL in CI), else a noted fallback.
+    "$bin" run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --no-stats --device gpu >/dev/null 2>"$tmp/gpu.err" \
+      || fail "geniex run --device gpu: $(cat "$tmp/gpu.err")"
     "$bin" run -m "$MODEL" -p "Name a primary color." -n 8 --temp 0 --no-stats >"$tmp/run2" || fail "geniex run (again)"
     cmp -s "$tmp/run1" "$tmp/run2" || fail "geniex run --temp 0 is not deterministic"
 
