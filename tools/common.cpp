@@ -46,6 +46,8 @@ void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads, boo
         ->capture_default_str()
         ->check(CLI::IsMember({"f16", "f32"}));
   }
+  app.add_option("--load-type", opts.load_type,
+                 "Hugging Face folders: convert weights to this type while loading (f16, q8_0, q4_0, q4_k, ...)");
   if (with_device) {
     app.add_option("--device", opts.device, "target compute unit; falls back npu -> gpu -> cpu")
         ->capture_default_str()
@@ -70,6 +72,7 @@ Result<Model> load_model(const ModelOptions& opts) {
       .with_threads(opts.threads)
       .with_context(opts.ctx_size)
       .with_kv_cache_type(opts.kv_type == "f32" ? KvCacheType::F32 : KvCacheType::F16)
+      .with_load_type(opts.load_type)
       .build();
 }
 

@@ -47,6 +47,7 @@ struct ModelOptions {
   int32_t ctx_size = 0;
   std::string device = "auto";
   std::string kv_type = "f16";
+  std::string load_type;  // Hugging Face folders: weight type to convert to while loading
 };
 void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads = true,
                        bool with_ctx = true, bool with_device = true);

@@ -182,6 +182,10 @@ class ModelBuilder {
   ModelBuilder& with_threads(int32_t n_threads);  // 0: every CPU this process may use (affinity)
   ModelBuilder& with_context(int32_t n_ctx);      // 0: min(model's trained context, 4096)
   ModelBuilder& with_kv_cache_type(KvCacheType type);  // default F16
+  // Hugging Face folders only: convert the weight matrices to this type while loading ("f32",
+  // "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"); "" keeps
+  // them as stored (BF16 as F32). A GGUF file keeps its types (use `geniex quantize`).
+  ModelBuilder& with_load_type(std::string type);
   Result<Model> build() const;
 
  private:
@@ -190,6 +194,7 @@ class ModelBuilder {
   int32_t n_threads_ = 0;
   int32_t n_ctx_ = 0;
   KvCacheType kv_type_ = KvCacheType::F16;
+  std::string load_type_;
 };
 
 // Library version, "0.1.0".

@@ -55,6 +55,10 @@ ModelBuilder& ModelBuilder::with_context(int32_t n_ctx) {
   n_ctx_ = n_ctx;
   return *this;
 }
+ModelBuilder& ModelBuilder::with_load_type(std::string type) {
+  load_type_ = std::move(type);
+  return *this;
+}
 ModelBuilder& ModelBuilder::with_kv_cache_type(KvCacheType type) {
   kv_type_ = type;
   return *this;
@@ -63,7 +67,7 @@ ModelBuilder& ModelBuilder::with_kv_cache_type(KvCacheType type) {
 Result<Model> ModelBuilder::build() const {
   // A lambda inside the friend's member can reach Model's private constructor.
   auto build_model = [](const std::string& path, Device device, int32_t n_threads,
-                        int32_t n_ctx, KvCacheType kv_type) -> Result<Model> {
+                        int32_t n_ctx, KvCacheType kv_type, const std::string& load_type) -> Result<Model> {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 0) return make_error(ErrorCode::InvalidArgument, "threads must be >= 0");
   if (n_ctx < 0) return make_error(ErrorCode::InvalidArgument, "context size must be >= 0");
@@ -71,9 +75,19 @@ Result<Model> ModelBuilder::build() const {
   impl->path = path;
   impl->kv_type = kv_type == KvCacheType::F32 ? DType::F32 : DType::F16;
   if (convert::is_hf_folder(path)) {
-    // A Hugging Face folder: imported to an in-memory GGUF (weights as stored, BF16 as F32).
-    GX_ASSIGN_OR_RETURN(impl->file, convert::load_hf_as_gguf(path));
+    // A Hugging Face folder: imported to an in-memory GGUF (weights as stored, BF16 as F32, or
+    // converted to the load type).
+    convert::ImportOptions import;
+    if (!load_type.empty()) {
+      GX_ASSIGN_OR_RETURN(import.type, convert::parse_output_type(load_type));
+    }
+    GX_ASSIGN_OR_RETURN(impl->file, convert::load_hf_as_gguf(path, import));
   } else {
+    if (!load_type.empty()) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "a load type ('" + load_type + "') applies to Hugging Face folders; '" + path +
+                            "' is a GGUF file (geniex quantize rewrites it in another type)");
+    }
     GX_ASSIGN_OR_RETURN(impl->file, gguf::File::open(path));
   }
   GX_ASSIGN_OR_RETURN(impl->arch, models::load_architecture(impl->file));
@@ -139,7 +153,7 @@ Result<Model> ModelBuilder::build() const {
   return Model(std::move(impl));
   };
   try {
-    return build_model(path_, device_, n_threads_, n_ctx_, kv_type_);
+    return build_model(path_, device_, n_threads_, n_ctx_, kv_type_, load_type_);
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "out of memory while loading '" + path_ + "'");
   } catch (const std::exception& e) {

@@ -468,6 +468,41 @@ TEST_F(HfBroken, BadConfigValues) {
   EXPECT_NE(e.message.find("config.json"), std::string::npos) << e.to_string();
 }
 
+// Quantize on load: a folder loaded with a load type runs exactly like the GGUF converted to
+// that type (same bytes, same logits); a load type on a GGUF file or an unknown type is an error.
+TEST(HfImport, LoadTypeQuantizesWhileLoading) {
+  const std::string dir = (fixture_dir() / "qwen2").string();
+  const fs::path tmp = fs::temp_directory_path() / ("geniex_hf_loadtype_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  const std::string gguf = write_gguf(dir, DType::Q8_0, tmp / "q8.gguf");
+  ASSERT_FALSE(gguf.empty());
+  auto on_load = ModelBuilder(dir).with_threads(1).with_load_type("q8_0").build();
+  auto from_file = ModelBuilder(gguf).with_threads(1).build();
+  ASSERT_TRUE(on_load.has_value()) << on_load.error().to_string();
+  ASSERT_TRUE(from_file.has_value()) << from_file.error().to_string();
+  EXPECT_EQ(on_load->info().n_params, from_file->info().n_params);
+  const std::vector<int32_t> tokens = {1, 56, 76, 73, 225, 415, 276, 79};
+  auto s1 = on_load->new_session();
+  auto s2 = from_file->new_session();
+  ASSERT_TRUE(s1.has_value() && s2.has_value());
+  auto l1 = s1->eval(tokens, true);
+  ASSERT_TRUE(l1.has_value());
+  const std::vector<float> a(l1->begin(), l1->end());
+  auto l2 = s2->eval(tokens, true);
+  ASSERT_TRUE(l2.has_value());
+  ASSERT_EQ(a.size(), l2->size());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), l2->begin())) << "quantize-on-load differs from the converted file";
+
+  auto on_gguf = ModelBuilder(gguf).with_load_type("q4_0").build();
+  ASSERT_FALSE(on_gguf.has_value());
+  EXPECT_EQ(on_gguf.error().code, ErrorCode::InvalidArgument);
+  EXPECT_NE(on_gguf.error().message.find("geniex quantize"), std::string::npos) << on_gguf.error().to_string();
+  auto unknown = ModelBuilder(dir).with_load_type("q3_k").build();
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_NE(unknown.error().message.find("q3_k"), std::string::npos) << unknown.error().to_string();
+  fs::remove_all(tmp);
+}
+
 TEST(HfImportTypes, OutputTypeNames) {
   for (const char* n : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "Q8_0"}) {
     auto t = convert::parse_output_type(n);
