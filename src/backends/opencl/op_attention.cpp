@@ -6,7 +6,10 @@
 // 2. For each sequence in the batch, the cache blocks that hold visible positions are
 //    gathered into two device staging buffers (one write per block plane), in order, so
 //    the kernel sees each sequence's keys as contiguous rows.
-// 3. attention_f32 runs one work-group per (head, token): scores, softmax, weighted V sum.
+// 3. One work-group per (head, token): scores, softmax, weighted V sum. Where the device
+//    has cl_khr_fp64 the program holds attention_exact_f32, which reproduces the CPU
+//    backend's arithmetic bit for bit (see attention.cl), and it is used; elsewhere
+//    (Adreno) attention_f32, which rounds at the same points but differs in the last bits.
 //
 // On a unified-memory SoC the gather is a memcpy of the visible context per layer; that is
 // the price of a host-resident cache. A device-resident cache would need: a KvCache
@@ -117,16 +120,17 @@ Status attention(const OpArgs& a) {
   const size_t per_token = static_cast<size_t>(p.n_head) * static_cast<size_t>(max_kv) * sizeof(float);
   const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(n_tok, static_cast<int64_t>(kMaxScoreBytes / per_token)));
   GX_ASSIGN_OR_RETURN(cl_mem scores, a.be.scratch(OpenClBackend::Scratch::Scores, per_token * static_cast<size_t>(chunk)));
-  GX_ASSIGN_OR_RETURN(cl_kernel k, a.be.kernel("attention_f32"));
+  const char* name = a.be.runtime().has_kernel("attention_exact_f32") ? "attention_exact_f32" : "attention_f32";
+  GX_ASSIGN_OR_RETURN(cl_kernel k, a.be.kernel(name));
   for (int64_t t0 = 0; t0 < n_tok; t0 += chunk) {
     const int64_t n = std::min(chunk, n_tok - t0);
-    GX_TRY(set_args(k, "attention_f32", qm.mem, cl_ulong{qm.offset}, k_rows, v_rows,
+    GX_TRY(set_args(k, name, qm.mem, cl_ulong{qm.offset}, k_rows, v_rows,
                     cl_int{cfg.type == DType::F16 ? 1 : 0}, info_mem, scores, cl_int{max_kv}, om.mem,
                     cl_ulong{om.offset}, static_cast<cl_int>(t0), cl_int{p.n_head}, cl_int{p.n_head_kv},
                     cl_int{p.head_dim}, cl_float{p.scale}));
     const size_t global[2] = {static_cast<size_t>(p.n_head) * 64, static_cast<size_t>(n)};
     const size_t local[2] = {64, 1};
-    GX_TRY(a.be.launch(k, "attention_f32", 2, global, local));
+    GX_TRY(a.be.launch(k, name, 2, global, local));
   }
   return ok_status();
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/exp.hpp"
 #include "core/fp16.hpp"
 
 #include "backends/cpu/backend/ops.hpp"
@@ -80,7 +81,7 @@ void attention(const OpArgs& a) {
     }
     double sum = 0.0;
     for (int32_t j = kv0; j < n_kv; ++j) {
-      const float e = std::exp(scores[static_cast<size_t>(j)] - m);
+      const float e = exp_f32(scores[static_cast<size_t>(j)] - m);
       scores[static_cast<size_t>(j)] = e;
       sum += static_cast<double>(e);
     }

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/exp.hpp"
 #include "backends/cpu/backend/ops.hpp"
 
 namespace geniex::backends::cpu_ops {
@@ -26,7 +27,7 @@ void swiglu(const OpArgs& a) {
   auto* out = static_cast<float*>(a.dst());
   int64_t i0, i1;
   ThreadPool::split_range(a.node.n_elements(), a.ith, a.nth, &i0, &i1);
-  for (int64_t i = i0; i < i1; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  for (int64_t i = i0; i < i1; ++i) out[i] = g[i] / (1.0f + exp_f32(-g[i])) * u[i];
 }
 
 // GELU with the tanh approximation (PyTorch's gelu(approximate="tanh"), Gemma's activation).

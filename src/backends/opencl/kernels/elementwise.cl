@@ -18,7 +18,12 @@ kernel void swiglu_f32(global const uchar* g_b, ulong g_off, global const uchar*
   if (i >= n) return;
   const float g = ((global const float*)(g_b + g_off))[i];
   const float u = ((global const float*)(u_b + u_off))[i];
+#ifdef cl_khr_fp64
+  // GenieX's exponential (attention.cl, earlier in the program), as the CPU op computes it.
+  ((global float*)(y_b + y_off))[i] = g / (1.0f + exp_f32_via_f64(-g)) * u;
+#else
   ((global float*)(y_b + y_off))[i] = g / (1.0f + exp(-g)) * u;
+#endif
 }
 
 kernel void geglu_f32(global const uchar* g_b, ulong g_off, global const uchar* u_b, ulong u_off,

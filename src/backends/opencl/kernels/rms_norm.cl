@@ -21,7 +21,19 @@ kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void rms_norm(
     if (lid < step) part[lid] += part[lid + step];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+#ifdef cl_khr_fp64
+  // Where fp64 exists: the CPU's sum, in double and in order, so the result is bit-identical.
+  local double dsum;
+  if (lid == 0) {
+    double d = 0.0;
+    for (int i = 0; i < n; ++i) d += (double)x[i] * (double)x[i];
+    dsum = d;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float mean = (float)(dsum / (double)n);
+#else
   const float mean = part[0] / (float)n;
+#endif
   const float scale = 1.0f / sqrt(mean + eps);
   for (int i = lid; i < n; i += NORM_WG) y[i] = x[i] * scale * w[i];
 }
