@@ -23,12 +23,14 @@ DEFAULT_MODEL = os.path.join(os.environ.get("GENIEX_CACHE", os.path.expanduser("
                              "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
-def llamacpp_ppl(model, text, n_ctx, threads):
+def llamacpp_ppl(model, text, n_ctx, threads, max_chunks=0):
     llm = Llama(model_path=model, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, n_threads=threads,
                 n_threads_batch=threads, logits_all=True, verbose=False)
     toks = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
     add_bos = len(llm.tokenize(b"", add_bos=True, special=False)) > 0
     n_chunks = len(toks) // n_ctx
+    if max_chunks > 0:
+        n_chunks = min(n_chunks, max_chunks)
     first = n_ctx // 2
     nlls = []
     for c in range(n_chunks):

@@ -25,6 +25,7 @@ import llama_cpp
 from llama_cpp import Llama
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import perplexity_vs_llamacpp  # noqa: E402
 from perplexity_vs_llamacpp import DEFAULT_MODEL  # noqa: E402
 
 # llama.cpp's LLAMA_FTYPE values.
@@ -47,28 +48,7 @@ def geniex_quantize(geniex, src, dst, qtype, threads):
 
 
 def llamacpp_ppl(model, text, n_ctx, threads, max_chunks):
-    # As bench/perplexity_vs_llamacpp.py, with a chunk limit.
-    llm = Llama(model_path=model, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, n_threads=threads,
-                n_threads_batch=threads, logits_all=True, verbose=False)
-    toks = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
-    add_bos = len(llm.tokenize(b"", add_bos=True, special=False)) > 0
-    n_chunks = len(toks) // n_ctx
-    if max_chunks > 0:
-        n_chunks = min(n_chunks, max_chunks)
-    first = n_ctx // 2
-    nlls = []
-    for c in range(n_chunks):
-        chunk = list(toks[c * n_ctx:(c + 1) * n_ctx])
-        if add_bos:
-            chunk[0] = llm.token_bos()
-        llm.reset()
-        llm.eval(chunk)
-        logits = np.array(llm.scores[:n_ctx], dtype=np.float64)
-        for j in range(first, n_ctx - 1):
-            row = logits[j]
-            m = row.max()
-            nlls.append(np.log(np.exp(row - m).sum()) - (row[chunk[j + 1]] - m))
-    return float(np.exp(np.mean(nlls)))
+    return perplexity_vs_llamacpp.llamacpp_ppl(model, text, n_ctx, threads, max_chunks)["ppl"]
 
 
 def geniex_ppl(geniex, model, text_file, n_ctx, threads, max_chunks):
