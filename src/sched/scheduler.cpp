@@ -1,5 +1,4 @@
-// Scheduler passes: (1) place each node on the first backend in preference order that
-// supports it, recording the reason for every fallback; (2) insert Copy nodes where a node
+// Scheduler passes: (1) placement (place.cpp); (2) insert Copy nodes where a node
 // reads a tensor that lives on another backend and cut the graph into splits; (3) plan
 // activation offsets per backend by liveness so tensors reuse memory. Then execution.
 #include "sched/scheduler.hpp"
@@ -8,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+
+#include "sched/place.hpp"
 
 namespace geniex::sched {
 
@@ -20,52 +21,6 @@ namespace {
 constexpr int64_t kAlign = 64;
 
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
-
-// Pass 1: capability-driven placement.
-Status place(const Graph& g, const std::vector<backends::Backend*>& backends,
-             std::vector<int32_t>& where, std::vector<std::string>& why) {
-  const auto n = static_cast<size_t>(g.size());
-  where.assign(n, -1);
-  why.assign(n, {});
-  for (size_t i = 0; i < n; ++i) {
-    const Node& node = g.nodes()[i];
-    if (node.op == Op::Weight) {
-      why[i] = "weights stay in the model's memory";
-      continue;
-    }
-    if (node.op == Op::Input) continue;  // placed with its first consumer below
-    std::string refusals;
-    for (size_t b = 0; b < backends.size(); ++b) {
-      const backends::Support s = backends[b]->supports(g, node);
-      if (s.ok) {
-        where[i] = static_cast<int32_t>(b);
-        why[i] = refusals.empty() ? "preferred" : "fallback: " + refusals;
-        break;
-      }
-      if (!refusals.empty()) refusals += "; ";
-      refusals += std::string(backends[b]->name()) + ": " + s.reason;
-    }
-    if (where[i] < 0) {
-      return make_error(ErrorCode::Unsupported, "no backend can run node '" + node.name + "' (" +
-                                                    std::string(graph::op_name(node.op)) + "): " +
-                                                    refusals);
-    }
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (g.nodes()[i].op != Op::Input) continue;
-    for (size_t j = i + 1; j < n && where[i] < 0; ++j) {
-      for (int32_t s : g.nodes()[j].src) {
-        if (s == static_cast<int32_t>(i) && where[j] >= 0) {
-          where[i] = where[j];
-          break;
-        }
-      }
-    }
-    if (where[i] < 0) where[i] = 0;
-    why[i] = "input, written where its first reader runs";
-  }
-  return ok_status();
-}
 
 }  // namespace
 
