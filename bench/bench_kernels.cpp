@@ -6,9 +6,11 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernels.hpp"
+#include "backends/cpu/packed.hpp"
 #include "core/dtype.hpp"
 #include "quant/quant.hpp"
 
@@ -86,6 +88,54 @@ void gemm_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "rows", "n", "cols"});
 }
 BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
+
+// Packed 8-row layouts (backends/cpu/packed.hpp) against the file layout's AVX2 tiles, at
+// SmolLM2 and Llama-3.2-1B shapes. args: weight type id, rows, n, cols, isa (0 avx2 file layout,
+// 1 avx512 packed, 2 avx512vnni packed).
+void BM_gemm_packed(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t rows = state.range(1), n = state.range(2), cols = state.range(3);
+  const char* isas[] = {"avx2", "avx512", "avx512vnni"};
+  const char* isa = isas[state.range(4)];
+  const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for_isa(type, "avx2");
+  const geniex::cpu::PackedKernels* pk = state.range(4) == 0 ? nullptr : geniex::cpu::packed_kernels_for_isa(type, isa);
+  if (k == nullptr || (state.range(4) != 0 && pk == nullptr)) {
+    state.SkipWithError("kernels not available on this CPU");
+    return;
+  }
+  Problem p = make_problem(*k, rows, n, cols);
+  auto gemm = k->gemm;
+  if (pk != nullptr) {
+    std::vector<uint8_t> packed(p.w.size());
+    pk->repack(p.w.data(), packed.data(), n, rows);
+    p.w.swap(packed);
+    gemm = pk->gemm;
+  }
+  for (auto _ : state) {
+    gemm(n, p.w.data(), p.w_stride, rows, p.a.data(), p.a_stride, cols, p.out.data(), rows);
+    benchmark::DoNotOptimize(p.out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(geniex::dtype_name(type)) + "/" + isa);
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(iters * static_cast<double>(p.w.size()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+  state.counters["GOP/s"] = benchmark::Counter(
+      iters * 2.0 * static_cast<double>(rows * n * cols) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void gemm_packed_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    for (int64_t isa : {0, 1, 2}) {
+      for (int64_t cols : {1, 128}) {
+        b->Args({static_cast<int64_t>(t), 1536, 576, cols, isa});   // SmolLM2 ffn up/gate
+        b->Args({static_cast<int64_t>(t), 8192, 2048, cols, isa});  // 1B ffn up/gate
+      }
+    }
+  }
+  b->ArgNames({"type", "rows", "n", "cols", "isa"});
+}
+BENCHMARK(BM_gemm_packed)->Apply(gemm_packed_args)->Unit(benchmark::kMicrosecond);
 
 // The memory floor: plain streaming read of a buffer larger than the last-level cache, run in
 // the same process so the decode GB/s above can be read as a fraction of it.

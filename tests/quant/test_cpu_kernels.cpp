@@ -245,6 +245,9 @@ TEST(CpuKernels, Q5RandomBlocksMatchScalar) {
 }
 
 TEST(CpuKernels, DispatchPicksAvx2WhenSupported) {
+#if defined(__aarch64__)
+  GTEST_SKIP() << "x86 dispatch; the AArch64 one is NeonKernels.DispatchFollowsCpuFeatures";
+#endif
   const CpuFeatures& f = cpu_features();
   const TypeKernels* k = cpu::kernels_for(DType::Q4_1);
   ASSERT_NE(k, nullptr);
@@ -309,6 +312,69 @@ TEST(CpuHelpers, Fp16ConversionEdgeValues) {
   std::vector<uint16_t> h(static_cast<size_t>(n));
   cpu::f32_to_fp16_row(vals, h.data(), n);
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(h[i], f32_to_fp16(vals[i])) << vals[i];
+}
+
+}  // namespace
+}  // namespace geniex
+
+namespace geniex {
+namespace {
+
+// The block-of-keys attention helpers give the same bits as one dot_f32_f16 / axpy_f16 per
+// key (the arithmetic the OpenCL backend reproduces), on odd key counts and head sizes
+// (including sizes that take the fallback paths), and exp_f32_row equals exp_f32 bit for bit.
+TEST(CpuHelpers, AttentionHelpersBitIdenticalToPerKeyCalls) {
+  auto rng = test::make_rng(20261201);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const int64_t hd : {64, 128, 80, 40, 24, 256}) {
+    for (const int n_keys : {1, 7, 32, 33}) {
+      const size_t row_bytes = static_cast<size_t>(hd) * 2 * 3 + 6;  // rows of a wider KV row, odd gap
+      std::vector<uint8_t> k(row_bytes * static_cast<size_t>(n_keys)), v(k.size());
+      for (int j = 0; j < n_keys; ++j) {
+        for (int64_t d = 0; d < hd; ++d) {
+          const uint16_t kh = f32_to_fp16(nd(rng));
+          const uint16_t vh = f32_to_fp16(nd(rng));
+          std::memcpy(k.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &kh, 2);
+          std::memcpy(v.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &vh, 2);
+        }
+      }
+      std::vector<float> q(static_cast<size_t>(hd)), p(static_cast<size_t>(n_keys));
+      for (float& x : q) x = nd(rng);
+      for (float& x : p) x = std::fabs(nd(rng)) * 0.1f;
+      const float scale = 0.125f;
+      std::vector<float> want(static_cast<size_t>(n_keys), kPoison), got(want);
+      for (int j = 0; j < n_keys; ++j) {
+        want[static_cast<size_t>(j)] =
+            cpu::dot_f32_f16(q.data(), reinterpret_cast<const uint16_t*>(k.data() + static_cast<size_t>(j) * row_bytes), hd) *
+            scale;
+      }
+      cpu::attn_scores_f16(q.data(), k.data(), row_bytes, n_keys, hd, scale, got.data());
+      for (int j = 0; j < n_keys; ++j) {
+        EXPECT_EQ(std::memcmp(&want[static_cast<size_t>(j)], &got[static_cast<size_t>(j)], 4), 0)
+            << "scores hd=" << hd << " keys=" << n_keys << " j=" << j << ": " << want[static_cast<size_t>(j)]
+            << " vs " << got[static_cast<size_t>(j)];
+      }
+      std::vector<float> acc_want(static_cast<size_t>(hd)), acc_got(acc_want);
+      for (size_t d = 0; d < acc_want.size(); ++d) acc_want[d] = acc_got[d] = nd(rng);
+      for (int j = 0; j < n_keys; ++j) {
+        cpu::axpy_f16(p[static_cast<size_t>(j)], reinterpret_cast<const uint16_t*>(v.data() + static_cast<size_t>(j) * row_bytes),
+                      acc_want.data(), hd);
+      }
+      cpu::attn_accum_f16(p.data(), v.data(), row_bytes, n_keys, hd, acc_got.data());
+      EXPECT_EQ(std::memcmp(acc_want.data(), acc_got.data(), acc_want.size() * 4), 0) << "accum hd=" << hd << " keys=" << n_keys;
+    }
+  }
+  // exp over softmax-like inputs, the range edges, and beyond them.
+  std::vector<float> x;
+  for (int i = 0; i < 4099; ++i) x.push_back(-std::fabs(nd(rng)) * 12.0f);
+  for (float e : {0.0f, -0.0f, -103.9f, -104.0f, -104.1f, -150.0f, 88.0f, 88.5f, 89.0f, 1.0f, 20.5f, -1e-8f}) x.push_back(e);
+  x.push_back(-std::numeric_limits<float>::infinity());
+  std::vector<float> y(x.size(), kPoison);
+  cpu::exp_f32_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
+    EXPECT_EQ(std::memcmp(&want, &y[i], 4), 0) << "exp(" << x[i] << ") = " << want << " vs " << y[i];
+  }
 }
 
 }  // namespace

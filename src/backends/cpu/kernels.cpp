@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels_internal.hpp"
 #include "core/cpu_features.hpp"
+#include "core/exp.hpp"
 #include "core/fp16.hpp"
 #include "quant/quant.hpp"
 
@@ -63,6 +64,12 @@ const TypeKernels* scalar_kernels(DType t) {
   return nullptr;
 }
 
+#if defined(GENIEX_HAVE_NEON_KERNELS)
+bool dotprod_usable() { return cpu_features().arm_dotprod; }
+bool i8mm_usable() { return cpu_features().arm_dotprod && cpu_features().arm_i8mm; }
+#endif
+
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
 bool avx2_usable() {
   const CpuFeatures& f = cpu_features();
   return f.avx2 && f.fma && f.f16c;
@@ -72,6 +79,7 @@ bool avx512_usable() {
   const CpuFeatures& f = cpu_features();
   return avx2_usable() && f.avx512f && f.avx512bw;
 }
+#endif
 
 // ---- scalar f32 helpers ----------------------------------------------------------------------
 
@@ -98,6 +106,21 @@ void scalar_axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * fp16_to_f32(x[i]);
 }
 
+void scalar_attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd,
+                            float scale, float* scores) {
+  for (int j = 0; j < n_keys; ++j) {
+    scores[j] = scalar_dot_f32_f16(q, reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j) * row_bytes), hd) * scale;
+  }
+}
+void scalar_attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc) {
+  for (int j = 0; j < n_keys; ++j) {
+    scalar_axpy_f16(p[j], reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes), acc, hd);
+  }
+}
+void scalar_exp_f32_row(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = exp_f32(x[i]);
+}
+
 struct Helpers {
   float (*dot_f32)(const float*, const float*, int64_t);
   void (*axpy_f32)(float, const float*, float*, int64_t);
@@ -107,6 +130,26 @@ struct Helpers {
   void (*axpy_f16)(float, const uint16_t*, float*, int64_t);
 };
 
+// Attention helpers: SIMD where compiled for this ISA, else the scalar loops.
+struct AttnHelpers {
+  void (*attn_scores_f16)(const float*, const uint8_t*, size_t, int, int64_t, float, float*);
+  void (*attn_accum_f16)(const float*, const uint8_t*, size_t, int, int64_t, float*);
+  void (*exp_f32_row)(const float*, float*, int64_t);
+};
+
+const AttnHelpers& attn_helpers() {
+  static const AttnHelpers h = [] {
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+    if (avx2_usable()) return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx2::exp_f32_row};
+#endif
+#if defined(GENIEX_HAVE_NEON_KERNELS)
+    return AttnHelpers{&neon::attn_scores_f16, &neon::attn_accum_f16, &scalar_exp_f32_row};
+#endif
+    return AttnHelpers{&scalar_attn_scores_f16, &scalar_attn_accum_f16, &scalar_exp_f32_row};
+  }();
+  return h;
+}
+
 const Helpers& helpers() {
   static const Helpers h = [] {
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
@@ -114,6 +157,10 @@ const Helpers& helpers() {
       return Helpers{&avx2::dot_f32,         &avx2::axpy_f32,    &avx2::fp16_to_f32_row,
                      &avx2::f32_to_fp16_row, &avx2::dot_f32_f16, &avx2::axpy_f16};
     }
+#endif
+#if defined(GENIEX_HAVE_NEON_KERNELS)
+    return Helpers{&neon::dot_f32,         &neon::axpy_f32,    &neon::fp16_to_f32_row,
+                   &neon::f32_to_fp16_row, &neon::dot_f32_f16, &neon::axpy_f16};
 #endif
     return Helpers{&scalar_dot_f32,         &scalar_axpy_f32,    &scalar_fp16_to_f32_row,
                    &scalar_f32_to_fp16_row, &scalar_dot_f32_f16, &scalar_axpy_f16};
@@ -132,12 +179,26 @@ const TypeKernels* kernels_for(DType weight_type) {
     if (const TypeKernels* k = avx2::kernels(weight_type)) return k;
   }
 #endif
+#if defined(GENIEX_HAVE_NEON_KERNELS)
+  if (i8mm_usable()) {
+    if (const TypeKernels* k = neon_i8mm::kernels(weight_type)) return k;
+  }
+  if (dotprod_usable()) {
+    if (const TypeKernels* k = neon_dotprod::kernels(weight_type)) return k;
+  }
+  if (const TypeKernels* k = neon::kernels(weight_type)) return k;
+#endif
   return scalar_kernels(weight_type);
 }
 
 const TypeKernels* kernels_for_isa(DType weight_type, const char* isa) {
   if (isa == nullptr) return nullptr;
   if (std::strcmp(isa, "scalar") == 0) return scalar_kernels(weight_type);
+#if defined(GENIEX_HAVE_NEON_KERNELS)
+  if (std::strcmp(isa, "neon") == 0) return neon::kernels(weight_type);
+  if (std::strcmp(isa, "dotprod") == 0) return dotprod_usable() ? neon_dotprod::kernels(weight_type) : nullptr;
+  if (std::strcmp(isa, "i8mm") == 0) return i8mm_usable() ? neon_i8mm::kernels(weight_type) : nullptr;
+#endif
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
   if (std::strcmp(isa, "avx2") == 0) return avx2_usable() ? avx2::kernels(weight_type) : nullptr;
   if (std::strcmp(isa, "avx512") == 0) return avx512_usable() ? avx512::kernels(weight_type) : nullptr;
@@ -161,5 +222,13 @@ float dot_f32_f16(const float* a, const uint16_t* b, int64_t n) {
 void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
   helpers().axpy_f16(alpha, x, y, n);
 }
+void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd, float scale,
+                     float* scores) {
+  attn_helpers().attn_scores_f16(q, k, row_bytes, n_keys, hd, scale, scores);
+}
+void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc) {
+  attn_helpers().attn_accum_f16(p, v, row_bytes, n_keys, hd, acc);
+}
+void exp_f32_row(const float* x, float* y, int64_t n) { attn_helpers().exp_f32_row(x, y, n); }
 
 }  // namespace geniex::cpu

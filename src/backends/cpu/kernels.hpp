@@ -44,4 +44,13 @@ void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);  // y += alpha * x
 
+// Attention over n_keys fp16 rows of hd elements, row_bytes apart. Bit-identical to the
+// per-key calls they replace: scores[j] = dot_f32_f16(q, k_j, hd) * scale, and
+// acc += p[j] * v_j for j = 0, 1, ... (axpy_f16 in key order).
+void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd, float scale,
+                     float* scores);
+void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc);
+// y[i] = exp_f32(x[i]) (core/exp.hpp: exp in double, rounded once to float).
+void exp_f32_row(const float* x, float* y, int64_t n);
+
 }  // namespace geniex::cpu

@@ -5,6 +5,7 @@
 // keep this file's AVX2 copy of them for the whole program).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -792,6 +793,104 @@ void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n) {
     _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, LoadF16::load8(x + i), _mm256_loadu_ps(y + i)));
   }
   for (; i < n; ++i) y[i] += alpha * h2f(x[i]);
+}
+
+}  // namespace geniex::cpu::avx2
+
+namespace geniex::cpu::avx2 {
+
+// ---- attention helpers (bit-identical to the per-key dot_f32_f16 / axpy_f16 calls) -----------
+
+void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd, float scale,
+                     float* scores) {
+  if (hd % 16 != 0 || hd > 256) {
+    for (int j = 0; j < n_keys; ++j) {
+      scores[j] = dot_f32_f16(q, reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j) * row_bytes), hd) * scale;
+    }
+    return;
+  }
+  // The query stays in registers for up to 128 dimensions; the sums run as dot_f32_f16's.
+  __m256 qv[32];
+  for (int64_t i = 0; i < hd; i += 8) qv[i / 8] = _mm256_loadu_ps(q + i);
+  for (int j = 0; j < n_keys; ++j) {
+    const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j) * row_bytes);
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < hd; i += 16) {
+      s0 = _mm256_fmadd_ps(qv[i / 8], LoadF16::load8(kr + i), s0);
+      s1 = _mm256_fmadd_ps(qv[i / 8 + 1], LoadF16::load8(kr + i + 8), s1);
+    }
+    scores[j] = hsum8(_mm256_add_ps(s0, s1)) * scale;
+  }
+}
+
+void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc) {
+  if (hd % 8 != 0) {
+    for (int j = 0; j < n_keys; ++j) {
+      axpy_f16(p[j], reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes), acc, hd);
+    }
+    return;
+  }
+  // 64 dimensions at a time in registers, keys in order: each element sees axpy_f16's fma chain.
+  for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+    const int64_t nv = (hd - d0 < 64 ? hd - d0 : 64) / 8;
+    __m256 a[8];
+    for (int64_t i = 0; i < nv; ++i) a[i] = _mm256_loadu_ps(acc + d0 + 8 * i);
+    for (int j = 0; j < n_keys; ++j) {
+      const auto* vr = reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes) + d0;
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      if (nv == 8) {
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(pj, LoadF16::load8(vr + 8 * i), a[i]);
+      } else {
+        for (int64_t i = 0; i < nv; ++i) a[i] = _mm256_fmadd_ps(pj, LoadF16::load8(vr + 8 * i), a[i]);
+      }
+    }
+    for (int64_t i = 0; i < nv; ++i) _mm256_storeu_ps(acc + d0 + 8 * i, a[i]);
+  }
+}
+
+// exp in double, rounded once to float (core/exp.hpp): 2^k e^r with |r| <= ln2 / 2 and a
+// degree-13 Taylor polynomial (truncation below 1e-17 relative), so the double result is within
+// a few ulp of the true value and rounds to the same float as the library's exp.
+void exp_f32_row(const float* x, float* y, int64_t n) {
+  const __m256d log2e = _mm256_set1_pd(1.4426950408889634);
+  const __m256d ln2_hi = _mm256_set1_pd(6.93147180369123816490e-01);
+  const __m256d ln2_lo = _mm256_set1_pd(1.90821492927058770002e-10);
+  static constexpr double kInvFact[14] = {1.0,
+                                          1.0,
+                                          1.0 / 2,
+                                          1.0 / 6,
+                                          1.0 / 24,
+                                          1.0 / 120,
+                                          1.0 / 720,
+                                          1.0 / 5040,
+                                          1.0 / 40320,
+                                          1.0 / 362880,
+                                          1.0 / 3628800,
+                                          1.0 / 39916800,
+                                          1.0 / 479001600,
+                                          1.0 / 6227020800.0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 xf = _mm_loadu_ps(x + i);
+    // Outside [-104, 88] (and NaN) the library's exp decides: 0 / inf / NaN after rounding.
+    const __m128 in_range = _mm_and_ps(_mm_cmpge_ps(xf, _mm_set1_ps(-104.0f)), _mm_cmple_ps(xf, _mm_set1_ps(88.0f)));
+    if (_mm_movemask_ps(in_range) != 0xf) {
+      for (int64_t j = i; j < i + 4; ++j) y[j] = static_cast<float>(std::exp(static_cast<double>(x[j])));
+      continue;
+    }
+    const __m256d xd = _mm256_cvtps_pd(xf);
+    const __m256d k = _mm256_round_pd(_mm256_mul_pd(xd, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256d r = _mm256_fnmadd_pd(k, ln2_lo, _mm256_fnmadd_pd(k, ln2_hi, xd));
+    __m256d poly = _mm256_set1_pd(kInvFact[13]);
+    for (int t = 12; t >= 0; --t) poly = _mm256_fmadd_pd(poly, r, _mm256_set1_pd(kInvFact[t]));
+    // 2^k: k (in [-151, 128]) into the exponent field.
+    const __m128i ki = _mm256_cvtpd_epi32(k);
+    const __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(ki), _mm256_set1_epi64x(1023)), 52);
+    const __m256d e = _mm256_mul_pd(poly, _mm256_castsi256_pd(bits));
+    _mm_storeu_ps(y + i, _mm256_cvtpd_ps(e));
+  }
+  for (; i < n; ++i) y[i] = static_cast<float>(std::exp(static_cast<double>(x[i])));
 }
 
 }  // namespace geniex::cpu::avx2

@@ -3,6 +3,9 @@
 // Q5_0 tensors in llama.cpp's K-quant mixes; everything else (prefill tiles, quantizers) is
 // the AVX2 table's.
 //
+// The packed 8-row layouts (Q4_0x8, Q4_1x8, Q8_0x8) use the register tiles of
+// kernels_x8_tiles.hpp, for prefill and decode alike.
+//
 // Two weight blocks per 512-bit register: the 16 quant bytes of blocks b and b+1 and their
 // high nibbles give lanes [b 0..15 | b+1 0..15 | b 16..31 | b+1 16..31]. The activation row is
 // permuted to that order once per call, with its "-8" correction and scales, so the inner
@@ -14,6 +17,7 @@
 // GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside their own intrinsics (the
 // deliberately undefined "__Y" operands); nothing in this file is uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include <cstring>
 #include <vector>
@@ -213,72 +217,20 @@ void gemm_q5_0(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const 
 }
 
 
-// ---- Q4_0x8: 8 rows per group, scales and quants of a block contiguous --------------------
-// Per block and group: one load + convert gives the 8 row scales; two 512-bit loads give the
-// 8 rows' quants (4 rows per register, 16 bytes each); the activation block's two halves are
-// broadcast to every 128-bit lane. i32 lane l of a register belongs to row 4z + l / 4.
+// ---- packed 8-row layouts: the register tiles of kernels_x8_tiles.hpp with maddubs + madd ---
 
-constexpr size_t kQ4x8BlockBytes = 144;
-
-void gemm_q4_0x8(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const void* a,
-                 size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
-  const int64_t nb = n / 32;
-  const __m512i ones16 = _mm512_set1_epi16(1);
-  const __m512i low4 = _mm512_set1_epi8(0x0f);
-  const __m512i eights = _mm512_set1_epi8(8);
-  const __m512i spread_lo = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-  const __m512i spread_hi = _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7);
-  const auto* wb = static_cast<const uint8_t*>(w);
-  for (int64_t g = 0; g < n_rows / 8; ++g) {
-    const uint8_t* grp = wb + static_cast<size_t>(g * nb) * kQ4x8BlockBytes;
-    for (int64_t c = 0; c < n_cols; ++c) {
-      const auto* ab = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + c * a_stride);
-      __m512 acc0 = _mm512_setzero_ps();
-      __m512 acc1 = _mm512_setzero_ps();
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = grp + static_cast<size_t>(b) * kQ4x8BlockBytes;
-        if (n_cols == 1) _mm_prefetch(reinterpret_cast<const char*>(blk + 8 * kQ4x8BlockBytes), _MM_HINT_T0);
-        const __m256 s8 = _mm256_mul_ps(
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk))),
-            _mm256_set1_ps(_cvtsh_ss(ab[b].d)));
-        const __m512 s_lo = _mm512_permutexvar_ps(spread_lo, _mm512_zextps256_ps512(s8));
-        const __m512 s_hi = _mm512_permutexvar_ps(spread_hi, _mm512_zextps256_ps512(s8));
-        const __m512i alo = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab[b].qs)));
-        const __m512i ahi = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ab[b].qs + 16)));
-        const __m512i corr = _mm512_madd_epi16(
-            _mm512_add_epi16(_mm512_maddubs_epi16(eights, alo), _mm512_maddubs_epi16(eights, ahi)), ones16);
-        const __m512i q0 = _mm512_loadu_si512(blk + 16);
-        const __m512i q1 = _mm512_loadu_si512(blk + 80);
-        const __m512i d0 = _mm512_sub_epi32(
-            _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, low4), alo),
-                                               _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), low4), ahi)),
-                              ones16),
-            corr);
-        const __m512i d1 = _mm512_sub_epi32(
-            _mm512_madd_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, low4), alo),
-                                               _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), low4), ahi)),
-                              ones16),
-            corr);
-        acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d0), s_lo, acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d1), s_hi, acc1);
-      }
-      // Sum each row's four lanes.
-      float* o = out + c * out_stride + g * 8;
-      const __m128 r0 = _mm_hadd_ps(_mm_hadd_ps(_mm512_extractf32x4_ps(acc0, 0), _mm512_extractf32x4_ps(acc0, 1)),
-                                    _mm_hadd_ps(_mm512_extractf32x4_ps(acc0, 2), _mm512_extractf32x4_ps(acc0, 3)));
-      const __m128 r1 = _mm_hadd_ps(_mm_hadd_ps(_mm512_extractf32x4_ps(acc1, 0), _mm512_extractf32x4_ps(acc1, 1)),
-                                    _mm_hadd_ps(_mm512_extractf32x4_ps(acc1, 2), _mm512_extractf32x4_ps(acc1, 3)));
-      _mm_storeu_ps(o, r0);
-      _mm_storeu_ps(o + 4, r1);
-    }
-  }
-}
+#include "backends/cpu/kernels_x8_tiles.hpp"
 
 }  // namespace
 
-const PackedKernels* packed_q4_0x8() {
-  static const PackedKernels k{"q4_0x8", &gemm_q4_0x8, &dequantize_q4_0x8_row};
-  return &k;
+const PackedKernels* packed_kernels(DType t) {
+  static const PackedKernels q4_0{"q4_0x8", &x8_gemm<X8Format::Q4_0, false>, &dequantize_q4_0x8_row, &repack_q4_0x8};
+  static const PackedKernels q4_1{"q4_1x8", &x8_gemm<X8Format::Q4_1, false>, &dequantize_q4_1x8_row, &repack_q4_1x8};
+  static const PackedKernels q8_0{"q8_0x8", &x8_gemm<X8Format::Q8_0, false>, &dequantize_q8_0x8_row, &repack_q8_0x8};
+  if (t == DType::Q4_0) return &q4_0;
+  if (t == DType::Q4_1) return &q4_1;
+  if (t == DType::Q8_0) return &q8_0;
+  return nullptr;
 }
 
 namespace {

@@ -21,13 +21,46 @@ void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n);
 void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
 float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
 void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
+void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd, float scale,
+                     float* scores);
+void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc);
+void exp_f32_row(const float* x, float* y, int64_t n);
 }  // namespace avx2
 namespace avx512 {
 // Types with AVX-512 (F+BW) kernels; nullptr for the others (use the AVX2 table then).
 const TypeKernels* kernels(DType t);
-// Kernels for the Q4_0x8 packed layout (backends/cpu/packed.hpp).
-const struct PackedKernels* packed_q4_0x8();
+// Kernels for the packed 8-row layout of weight type t (backends/cpu/packed.hpp), or nullptr.
+const PackedKernels* packed_kernels(DType t);
 }  // namespace avx512
+namespace avx512vnni {
+// As avx512::packed_kernels with VNNI dot products (the CPU must have AVX-512 VNNI).
+const PackedKernels* packed_kernels(DType t);
+}  // namespace avx512vnni
+#endif
+
+#if defined(__aarch64__)
+#define GENIEX_HAVE_NEON_KERNELS 1
+// AArch64 tables (kernels_neon*.cpp): "neon" runs on every AArch64 CPU; "dotprod" needs
+// FEAT_DotProd (SDOT) and "i8mm" FEAT_I8MM (SMMLA) as well: check cpu_features() first.
+namespace neon {
+const TypeKernels* kernels(DType t);
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float alpha, const float* x, float* y, int64_t n);
+void fp16_to_f32_row(const uint16_t* src, float* dst, int64_t n);
+void f32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);
+float dot_f32_f16(const float* a, const uint16_t* b, int64_t n);
+void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
+void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd,
+                     float scale, float* scores);
+void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd,
+                    float* acc);
+}  // namespace neon
+namespace neon_dotprod {
+const TypeKernels* kernels(DType t);
+}  // namespace neon_dotprod
+namespace neon_i8mm {
+const TypeKernels* kernels(DType t);
+}  // namespace neon_i8mm
 #endif
 
 }  // namespace geniex::cpu

@@ -1,8 +1,11 @@
 // Weight layouts the CPU prefers, produced by repacking at load ("buffer-type" concern of the
-// CPU backend). Q4_0x8: rows in groups of 8; per group and block, the 8 rows' fp16 scales
-// (16 bytes) then their 8 x 16 quant bytes. Same size as Q4_0, and row r of a matrix starts
-// at the same byte offset (r * row_bytes) when r is a multiple of 8, so row ranges split like
-// the original.
+// CPU backend). Rows in groups of 8; per group and 32-element block, the 8 rows' fields one
+// after the other:
+//   Q4_0x8: 8 fp16 scales, then 8 x 16 quant bytes (144 bytes);
+//   Q4_1x8: 8 fp16 scales, 8 fp16 mins, then 8 x 16 quant bytes (160 bytes);
+//   Q8_0x8: 8 fp16 scales, then 8 x 32 quant bytes (272 bytes).
+// Same size as the file's type, and row r of a matrix starts at the same byte offset
+// (r * row_bytes) when r is a multiple of 8, so row ranges split like the original.
 #pragma once
 
 #include <cstddef>
@@ -13,20 +16,31 @@
 namespace geniex::cpu {
 
 struct PackedKernels {
-  const char* name;  // "q4_0x8"
+  const char* name;  // "q4_0x8", "q4_1x8", "q8_0x8"
   // As TypeKernels::gemm; w points at a group boundary and n_rows is a multiple of 8.
   void (*gemm)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
                size_t a_stride, int64_t n_cols, float* out, int64_t out_stride);
   // Row `row` of a packed matrix with rows of n elements, as f32.
   void (*dequantize_row)(const void* base, int64_t row, float* dst, int64_t n);
+  // Repacks n_rows rows (a multiple of 8) of n elements each from the file's layout.
+  void (*repack)(const void* src, void* dst, int64_t n, int64_t n_rows);
 };
 
 // The packed layout this CPU prefers for a weight matrix (n_cols x n_rows of type t), or
 // nullptr to keep the file's layout. Honours GENIEX_REPACK=0.
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows);
 
-// Repacks Q4_0 rows (n elements each; n_rows a multiple of 8) into Q4_0x8.
+// Kernels of a given ISA ("avx512" or "avx512vnni") for tests that compare implementations;
+// nullptr when not compiled in, not supported by this CPU, or no layout for t.
+const PackedKernels* packed_kernels_for_isa(DType t, const char* isa);
+
+// Repack rows (n elements each; n_rows a multiple of 8) into the 8-row layouts, and read one
+// row back as f32 (bit-exact with the reference dequantization).
 void repack_q4_0x8(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q4_1x8(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q8_0x8(const void* src, void* dst, int64_t n, int64_t n_rows);
 void dequantize_q4_0x8_row(const void* base, int64_t row, float* dst, int64_t n);
+void dequantize_q4_1x8_row(const void* base, int64_t row, float* dst, int64_t n);
+void dequantize_q8_0x8_row(const void* base, int64_t row, float* dst, int64_t n);
 
 }  // namespace geniex::cpu

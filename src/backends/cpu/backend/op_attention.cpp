@@ -1,6 +1,8 @@
 // Attention on the CPU over the paged KV cache: phase 1 stores the batch's K and V rows,
 // phase 2 runs each (token, head) query over its sequence's blocks (causal by position):
-// scores, an exact softmax, then the probability-weighted sum of V rows.
+// scores, an exact softmax, then the probability-weighted sum of V rows. The kernels take a
+// cache block of keys per call (cpu::attn_scores_f16 / attn_accum_f16) and give the same bits
+// as one dot / axpy per key, which the OpenCL backend reproduces.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,6 +46,7 @@ void attention(const OpArgs& a) {
 
   // Scores for one (token, head): up to the context length, per thread.
   thread_local std::vector<float> scores;
+  thread_local std::vector<uint16_t> probs16;
   float q16[512];
   float acc[512];
 
@@ -69,36 +72,45 @@ void attention(const OpArgs& a) {
     for (int32_t start = kv0 / bs * bs; start < n_kv; start += bs) {
       const int32_t blk = table[static_cast<size_t>(start / bs)];
       const int32_t n = std::min(bs, n_kv - start);
+      const int32_t j0 = std::max(0, kv0 - start);
       const auto* kb = static_cast<const uint8_t*>(cache.k_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
-      for (int32_t j = std::max(0, kv0 - start); j < n; ++j) {
-        const uint8_t* kr = kb + static_cast<size_t>(j) * row_bytes;
-        const float s = (f16 ? cpu::dot_f32_f16(q16, reinterpret_cast<const uint16_t*>(kr), p.head_dim)
-                             : cpu::dot_f32(q16, reinterpret_cast<const float*>(kr), p.head_dim)) *
-                        p.scale;
-        scores[static_cast<size_t>(start + j)] = s;
-        m = std::max(m, s);
+      float* sc = scores.data() + start;
+      if (f16) {
+        cpu::attn_scores_f16(q16, kb + static_cast<size_t>(j0) * row_bytes, row_bytes, n - j0, p.head_dim, p.scale,
+                             sc + j0);
+      } else {
+        for (int32_t j = j0; j < n; ++j) {
+          sc[j] = cpu::dot_f32(q16, reinterpret_cast<const float*>(kb + static_cast<size_t>(j) * row_bytes), p.head_dim) *
+                  p.scale;
+        }
       }
+      for (int32_t j = j0; j < n; ++j) m = std::max(m, sc[j]);
     }
+    float* sk = scores.data() + kv0;
+    const int32_t n_keys = n_kv - kv0;
+    for (int32_t j = 0; j < n_keys; ++j) sk[j] -= m;
+    cpu::exp_f32_row(sk, sk, n_keys);
     double sum = 0.0;
-    for (int32_t j = kv0; j < n_kv; ++j) {
-      const float e = exp_f32(scores[static_cast<size_t>(j)] - m);
-      scores[static_cast<size_t>(j)] = e;
-      sum += static_cast<double>(e);
-    }
+    for (int32_t j = 0; j < n_keys; ++j) sum += static_cast<double>(sk[j]);
     const auto inv = static_cast<float>(1.0 / sum);
+    for (int32_t j = 0; j < n_keys; ++j) sk[j] *= inv;
+    if (f16) {
+      if (probs16.size() < static_cast<size_t>(n_keys)) probs16.resize(static_cast<size_t>(n_keys));
+      cpu::f32_to_fp16_row(sk, probs16.data(), n_keys);
+      cpu::fp16_to_f32_row(probs16.data(), sk, n_keys);
+    }
     std::fill(acc, acc + p.head_dim, 0.0f);
     for (int32_t start = kv0 / bs * bs; start < n_kv; start += bs) {
       const int32_t blk = table[static_cast<size_t>(start / bs)];
       const int32_t n = std::min(bs, n_kv - start);
+      const int32_t j0 = std::max(0, kv0 - start);
       const auto* vb = static_cast<const uint8_t*>(cache.v_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
-      for (int32_t j = std::max(0, kv0 - start); j < n; ++j) {
-        float pj = scores[static_cast<size_t>(start + j)] * inv;
-        const uint8_t* vr = vb + static_cast<size_t>(j) * row_bytes;
-        if (f16) {
-          pj = fp16_to_f32(f32_to_fp16(pj));
-          cpu::axpy_f16(pj, reinterpret_cast<const uint16_t*>(vr), acc, p.head_dim);
-        } else {
-          cpu::axpy_f32(pj, reinterpret_cast<const float*>(vr), acc, p.head_dim);
+      const float* pr = scores.data() + start;
+      if (f16) {
+        cpu::attn_accum_f16(pr + j0, vb + static_cast<size_t>(j0) * row_bytes, row_bytes, n - j0, p.head_dim, acc);
+      } else {
+        for (int32_t j = j0; j < n; ++j) {
+          cpu::axpy_f32(pr[j], reinterpret_cast<const float*>(vb + static_cast<size_t>(j) * row_bytes), acc, p.head_dim);
         }
       }
     }

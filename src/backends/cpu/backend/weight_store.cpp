@@ -33,7 +33,7 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
     for (int t = 0; t < nt; ++t) {
       pool.emplace_back([&, t] {
         const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
-        cpu::repack_q4_0x8(w->data + static_cast<size_t>(g0) * group_bytes,
+        k->repack(w->data + static_cast<size_t>(g0) * group_bytes,
                            buf.get() + static_cast<size_t>(g0) * group_bytes, w->ne[0], (g1 - g0) * 8);
       });
     }
