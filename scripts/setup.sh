@@ -9,6 +9,7 @@ PACKAGES=(
   clang libclang-rt-14-dev
   python3 python3-pip unzip
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers
+  g++-aarch64-linux-gnu qemu-user googletest
 )
 
 missing=()
