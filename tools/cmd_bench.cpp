@@ -3,7 +3,9 @@
 //   pp{N}: one Session::eval of N random token ids on an empty session.
 //   tg{N}: N single-token evals on an empty session.
 // Each test runs once to warm up, then -r times; the table reports the median tokens/s and
-// the standard deviation; --json prints one JSON object per test and line.
+// the standard deviation; --json prints one JSON object per test and line. After the table,
+// the scheduler's cost per step: planning a shape once (cold) and finding the plan in the
+// cache on every later step (plus building the step's graph), against the measured step time.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -129,6 +132,7 @@ int run(const BenchOptions& opts) {
     std::fflush(stdout);
   }
 
+  std::vector<std::string> planning_lines;
   for (const int32_t n_threads : *threads) {
     ModelOptions mo = opts.model;
     mo.threads = n_threads;
@@ -145,15 +149,16 @@ int run(const BenchOptions& opts) {
     if (backends.empty()) backends = info.device;
     for (const std::string& note : info.device_notes) fmt::print(stderr, "geniex bench: {}\n", note);
 
-    auto planning_ms = [&](int32_t n_tokens) -> nlohmann::json {
+    auto plan_of = [&](int32_t n_tokens) -> std::optional<PlanSummary> {
       Result<PlanSummary> plan = model->plan(n_tokens);
       if (!plan) {
         warn(fmt::format("plan({}) failed: {}", n_tokens, plan.error().to_string()));
-        return nullptr;
+        return std::nullopt;
       }
-      return plan->planning_ms;
+      return std::move(plan).value();
     };
-    const nlohmann::json decode_planning_ms = planning_ms(1);
+    const std::optional<PlanSummary> decode_plan = plan_of(1);
+    const nlohmann::json decode_planning_ms = decode_plan ? nlohmann::json(decode_plan->planning_ms) : nlohmann::json();
 
     for (const bool prompt : {true, false}) {
       for (const int32_t n : prompt ? *prompts : *gens) {
@@ -161,6 +166,16 @@ int run(const BenchOptions& opts) {
         fmt::print(stderr, "geniex bench: {}{} with {} threads...\n", prompt ? "pp" : "tg", n, info.n_threads);
         Result<TestResult> r = run_test(*session, info.n_vocab, n, prompt, opts);
         if (!r) return report_error(r.error());
+        // The step this plan serves: the whole prompt for pp, one token for tg.
+        const std::optional<PlanSummary> plan = prompt ? plan_of(std::min(n, 512)) : decode_plan;
+        const double step_ms = r->median > 0 ? (prompt ? n : 1) * 1e3 / r->median : 0.0;
+        if (plan && step_ms > 0) {
+          planning_lines.push_back(fmt::format(
+              "{:<6} {:>3} threads: step {:9.3f} ms | cold plan {:7.3f} ms ({:6.2f}% of a step, once per shape) | "
+              "cached {:.4f} ms + graph build {:.4f} ms per step ({:.3f}% of a step)",
+              r->name, info.n_threads, step_ms, plan->planning_ms, 100.0 * plan->planning_ms / step_ms, plan->lookup_ms,
+              plan->graph_build_ms, 100.0 * (plan->lookup_ms + plan->graph_build_ms) / step_ms));
+        }
         if (opts.json) {
           nlohmann::json j;
           j["test"] = r->name;
@@ -176,8 +191,11 @@ int run(const BenchOptions& opts) {
           j["repetitions"] = opts.repetitions;
           j["samples_tps"] = r->samples_tps;
           j["peak_rss_bytes"] = peak_rss_bytes();
-          j["planning_ms"] = prompt ? planning_ms(n) : decode_planning_ms;
+          j["planning_ms"] = plan ? nlohmann::json(plan->planning_ms) : nlohmann::json();
           j["planning_ms_decode"] = decode_planning_ms;
+          j["plan_lookup_ms"] = plan ? nlohmann::json(plan->lookup_ms) : nlohmann::json();
+          j["graph_build_ms"] = plan ? nlohmann::json(plan->graph_build_ms) : nlohmann::json();
+          j["step_ms"] = step_ms;
           j["device"] = info.device;
           j["backends"] = info.backends;
           j["load_ms"] = info.load_ms;
@@ -194,6 +212,10 @@ int run(const BenchOptions& opts) {
   if (!opts.json) {
     fmt::print("\nmedian of {} repetitions after one warm-up; peak RSS {}\n", opts.repetitions,
                format_bytes(static_cast<double>(peak_rss_bytes())));
+    if (!planning_lines.empty()) {
+      fmt::print("\nscheduler overhead (goal: under 1% of a decode step):\n");
+      for (const std::string& line : planning_lines) fmt::print("  {}\n", line);
+    }
   }
   return 0;
 }
@@ -218,6 +240,10 @@ Command make_bench_command(CLI::App& root) {
   app->add_option("--device", opts->model.device, "target compute unit")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "gpu", "npu", "auto"}));
+  app->add_option("--gpu-layers", opts->model.gpu_layers, "mixed plan: first N layers on the GPU backend (-1: cost model)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 20));
+  app->add_flag("--split-rows", opts->model.split_rows, "split large matmuls by rows between the GPU and CPU backends");
   app->add_option("--seed", opts->seed, "seed of the random token ids")->capture_default_str();
   app->add_flag("--json", opts->json, "one JSON object per test and line instead of the table");
   return Command{app, [opts] { return run(*opts); }};

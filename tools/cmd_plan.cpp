@@ -1,6 +1,7 @@
 // geniex plan: the scheduler's placement of every node for a decode step (1 token) and a
-// prefill step (-p tokens): which backend runs it and why, the splits, the copies between
-// backends and the activation memory per backend.
+// prefill step (-p tokens): which backend runs it and why, the cost model's estimate, the
+// splits, the copies between backends, totals per backend (estimated time, activation
+// memory), and with --svg/--html a picture of it (plan_render.hpp).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "plan_render.hpp"
 
 namespace geniex::cli {
 namespace {
@@ -22,6 +24,8 @@ struct PlanOptions {
   std::string phase = "both";
   bool summary = false;
   bool json = false;
+  std::string svg;
+  std::string html;
 };
 
 nlohmann::json plan_json(const PlanSummary& plan) {
@@ -34,12 +38,24 @@ nlohmann::json plan_json(const PlanSummary& plan) {
                     {"type", r.type},
                     {"shape", r.shape},
                     {"backend", r.backend},
-                    {"reason", r.reason}});
+                    {"reason", r.reason},
+                    {"estimated_us", r.estimated_us}});
   }
   nlohmann::json act = nlohmann::json::object();
   for (const auto& [backend, bytes] : plan.activation_bytes) act[backend] = bytes;
-  return {{"n_tokens", plan.n_tokens}, {"n_splits", plan.n_splits},   {"n_copies", plan.n_copies},
-          {"activation_bytes", act},   {"planning_ms", plan.planning_ms}, {"rows", rows}};
+  nlohmann::json est = nlohmann::json::object();
+  for (const auto& [backend, us] : plan.estimated_us) est[backend] = us;
+  return {{"n_tokens", plan.n_tokens},
+          {"n_splits", plan.n_splits},
+          {"n_copies", plan.n_copies},
+          {"activation_bytes", act},
+          {"estimated_us", est},
+          {"estimated_copy_us", plan.estimated_copy_us},
+          {"estimated_switch_us", plan.estimated_switch_us},
+          {"planning_ms", plan.planning_ms},
+          {"lookup_ms", plan.lookup_ms},
+          {"graph_build_ms", plan.graph_build_ms},
+          {"rows", rows}};
 }
 
 void print_plan(const std::string& title, const PlanSummary& plan, bool summary_only) {
@@ -54,8 +70,8 @@ void print_plan(const std::string& title, const PlanSummary& plan, bool summary_
       w_backend = std::max(w_backend, r.backend.size());
     }
     const auto header = [&](const std::string& layer) {
-      fmt::print("{:<6}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", layer, "op", w_op, "name", w_name, "type",
-                 w_type, "shape", w_shape, "backend", w_backend, "reason");
+      fmt::print("{:<6}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9}  {}\n", layer, "op", w_op, "name", w_name, "type",
+                 w_type, "shape", w_shape, "backend", w_backend, "est us", "reason");
     };
     header("layer");
     bool first = true;
@@ -67,25 +83,31 @@ void print_plan(const std::string& title, const PlanSummary& plan, bool summary_
       first = false;
       current_layer = r.layer;
       const std::string layer = new_group ? (r.layer < 0 ? std::string("-") : std::to_string(r.layer)) : "";
-      fmt::print("{:<6}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {}\n", layer, r.op, w_op, r.name, w_name, r.type,
-                 w_type, r.shape, w_shape, r.backend, w_backend, r.reason);
+      fmt::print("{:<6}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:<{}}  {:>9.1f}  {}\n", layer, r.op, w_op, r.name, w_name,
+                 r.type, w_type, r.shape, w_shape, r.backend, w_backend, r.estimated_us, r.reason);
     }
     fmt::print("\n");
   }
   std::map<std::string, int> nodes_per_backend;
-  for (const PlanRow& r : plan.rows) nodes_per_backend[r.backend] += 1;
-  std::string per_backend;
-  for (const auto& [backend, count] : nodes_per_backend) {
-    per_backend += fmt::format("{}{} {}", per_backend.empty() ? "" : ", ", backend, count);
+  for (const PlanRow& r : plan.rows) {
+    if (r.op != "copy" && r.op != "input") nodes_per_backend[r.backend] += 1;
   }
-  fmt::print("nodes: {} ({})\n", plan.rows.size(), per_backend.empty() ? "none" : per_backend);
-  fmt::print("splits: {}   copies between backends: {}\n", plan.n_splits, plan.n_copies);
-  std::string act;
-  for (const auto& [backend, bytes] : plan.activation_bytes) {
-    act += fmt::format("{}{} {}", act.empty() ? "" : ", ", backend, format_bytes(static_cast<double>(bytes)));
+  fmt::print("nodes: {} ({} copies, {} splits)\n", plan.rows.size(), plan.n_copies, plan.n_splits);
+  fmt::print("{:<10} {:>6} {:>14} {:>18}\n", "backend", "ops", "estimated us", "activation memory");
+  double total = plan.estimated_copy_us;
+  for (size_t b = 0; b < plan.activation_bytes.size(); ++b) {
+    const std::string& name = plan.activation_bytes[b].first;
+    const double us = b < plan.estimated_us.size() ? plan.estimated_us[b].second : 0.0;
+    total += us;
+    fmt::print("{:<10} {:>6} {:>14.1f} {:>18}\n", name, nodes_per_backend[name], us,
+               format_bytes(static_cast<double>(plan.activation_bytes[b].second)));
   }
-  fmt::print("activation memory: {}\n", act.empty() ? "-" : act);
-  fmt::print("planning time: {:.3f} ms\n\n", plan.planning_ms);
+  fmt::print("{:<10} {:>6} {:>14.1f}\n", "copies", plan.n_copies, plan.estimated_copy_us);
+  fmt::print("{:<10} {:>6} {:>14.1f}\n", "splits", plan.n_splits, plan.estimated_switch_us);
+  total += plan.estimated_switch_us;
+  fmt::print("{:<10} {:>6} {:>14.1f}   (estimated step time, splits run one after another)\n", "total", "", total);
+  fmt::print("planning: {:.3f} ms once per shape; then {:.4f} ms per step to find it in the cache (+{:.3f} ms graph build)\n\n",
+             plan.planning_ms, plan.lookup_ms, plan.graph_build_ms);
 }
 
 int run(const PlanOptions& opts) {
@@ -115,9 +137,14 @@ int run(const PlanOptions& opts) {
     fmt::print("model: {} ({}, {} layers)\n", info.path, info.architecture, info.n_layer);
     fmt::print("declared device: {}   backends in use: {}   threads: {}   ctx: {}\n", info.device,
                backends.empty() ? "-" : backends, info.n_threads, info.n_ctx);
+    fmt::print("placement: {}   device profile: {}\n",
+               info.gpu_layers >= 0 ? fmt::format("first {} layers on the gpu (--gpu-layers)", info.gpu_layers)
+                                    : std::string("cost model"),
+               info.profile);
     for (const std::string& note : info.device_notes) fmt::print("  fallback: {}\n", note);
     fmt::print("\n");
   }
+  std::vector<TitledPlan> pictures;
   for (const auto& [title, n_tokens] : phases) {
     Result<PlanSummary> plan = model->plan(n_tokens);
     if (!plan) return report_error(plan.error());
@@ -126,8 +153,26 @@ int run(const PlanOptions& opts) {
     } else {
       print_plan(title, *plan, opts.summary);
     }
+    pictures.push_back({title, std::move(plan).value()});
   }
   if (opts.json) fmt::print("{}\n", j.dump(2));
+  if (!opts.svg.empty() || !opts.html.empty()) {
+    std::string backends;
+    for (const std::string& b : info.backends) backends += (backends.empty() ? "" : " > ") + b;
+    const std::string heading = fmt::format("{} ({} layers), device {} [{}], {}", basename_of(info.path), info.n_layer,
+                                            info.device, backends,
+                                            info.gpu_layers >= 0 ? fmt::format("--gpu-layers {}", info.gpu_layers)
+                                                                 : std::string("cost model"));
+    for (const auto& [file, text] : {std::pair{opts.svg, render_plan_svg(heading, pictures)},
+                                     std::pair{opts.html, render_plan_html(heading, pictures)}}) {
+      if (file.empty()) continue;
+      std::FILE* f = std::fopen(file.c_str(), "wb");
+      if (f == nullptr) return report_error(make_error(ErrorCode::IoError, "cannot write '" + file + "'"));
+      const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+      if (std::fclose(f) != 0 || !ok) return report_error(make_error(ErrorCode::IoError, "writing '" + file + "' failed"));
+      if (!opts.json) fmt::print("wrote {}\n", file);
+    }
+  }
   return 0;
 }
 
@@ -136,7 +181,10 @@ int run(const PlanOptions& opts) {
 Command make_plan_command(CLI::App& root) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App* app = root.add_subcommand("plan", "show the scheduler's backend placement for decode and prefill");
-  app->footer("Example: geniex plan --device npu -p 128   (shows the fallback to cpu and why)\n");
+  app->footer(
+      "Examples: geniex plan --device npu -p 128   (shows the fallback to cpu and why)\n"
+      "          geniex plan --device gpu --gpu-layers 15 --html plan.html   (a mixed plan, drawn)\n"
+      "Estimates come from the device profile (geniex calibrate) or built-in rates.\n");
   add_model_options(*app, opts->model);
   app->add_option("-p,--n-prompt", opts->n_prefill, "tokens of the prefill step")
       ->capture_default_str()
@@ -146,6 +194,8 @@ Command make_plan_command(CLI::App& root) {
       ->check(CLI::IsMember({"decode", "prefill", "both"}));
   app->add_flag("--summary", opts->summary, "only the totals, no per-node table");
   app->add_flag("--json", opts->json, "machine-readable output");
+  app->add_option("--svg", opts->svg, "write the plans as an SVG picture (one row per layer, coloured by backend)");
+  app->add_option("--html", opts->html, "write the plans as a self-contained HTML page (totals and the picture)");
   return Command{app, [opts] { return run(*opts); }};
 }
 

@@ -113,6 +113,9 @@ Command make_run_command(CLI::App& root) {
   app->add_flag("--raw", opts->raw, "send the prompt as is, without the chat template");
   app->add_flag("--no-stats", opts->no_stats, "do not print timings on stderr");
   app->add_flag("-v,--verbose", opts->verbose, "print model and template details on stderr");
+  app->add_option("--trace", opts->model.trace,
+                  "write a Chrome trace (chrome://tracing, Perfetto) of the run's steps to FILE")
+      ->type_name("FILE");
   return Command{app, [opts] { return run(*opts); }};
 }
 

@@ -32,6 +32,7 @@ Command make_plan_command(CLI::App& root);
 Command make_perplexity_command(CLI::App& root);
 Command make_quantize_command(CLI::App& root);
 Command make_convert_command(CLI::App& root);
+Command make_calibrate_command(CLI::App& root);
 
 // Exit codes: 0 success, 1 runtime error (any geniex::Error), 2 usage error.
 inline constexpr int kExitError = 1;
@@ -48,6 +49,9 @@ struct ModelOptions {
   std::string device = "auto";
   std::string kv_type = "f16";
   std::string load_type;  // Hugging Face folders: weight type to convert to while loading
+  int32_t gpu_layers = -1;  // --gpu-layers: first N layers on the GPU backend, the rest on the CPU
+  bool split_rows = false;  // --split-rows: large MatMuls split by rows between GPU and CPU
+  std::string trace;        // --trace FILE (commands that offer it): Chrome trace of the run
 };
 void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads = true,
                        bool with_ctx = true, bool with_device = true);

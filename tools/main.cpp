@@ -42,6 +42,7 @@ int run_main(int argc, char** argv) {
   commands.push_back(geniex::cli::make_perplexity_command(root));
   commands.push_back(geniex::cli::make_quantize_command(root));
   commands.push_back(geniex::cli::make_convert_command(root));
+  commands.push_back(geniex::cli::make_calibrate_command(root));
 
   CLI::App* help = root.add_subcommand("help", "list the commands, or show one command's options");
   std::string help_topic;

@@ -40,11 +40,27 @@ struct StepData {
   kv::KvCache* kv = nullptr;
 };
 
+// Output rows [begin, end) of a MatMul that one part of a row split computes; the part
+// writes its slice in place in the full [N, T] output (row stride N). end < 0: all rows.
+struct RowRange {
+  int64_t begin = 0;
+  int64_t end = -1;
+  bool full() const { return end < 0; }
+};
+
 // Everything a backend needs to run its nodes: where each node's tensor lives.
 struct ExecContext {
   const graph::Graph* graph = nullptr;
   std::vector<void*> data;  // per node id: output storage (weights: the mapped bytes)
   const StepData* step = nullptr;
+  std::vector<RowRange> rows;  // per node id, or empty: every node computes all its rows
+
+  // The rows node id computes, clamped to [0, n) (n: the node's output rows, ne[0]).
+  RowRange rows_of(int32_t id, int64_t n) const {
+    if (rows.empty() || rows[static_cast<size_t>(id)].full()) return {0, n};
+    const RowRange r = rows[static_cast<size_t>(id)];
+    return {r.begin < 0 ? 0 : r.begin, r.end > n ? n : r.end};
+  }
 };
 
 // A block of memory owned by a backend (host memory for host-visible backends).
@@ -62,6 +78,11 @@ class Backend {
   virtual std::string_view name() const = 0;
   virtual DeviceKind kind() const = 0;
 
+  // Static shapes: 0 when the backend runs steps of any size; T when it runs only steps of
+  // exactly T tokens (units with graphs compiled ahead for one shape). A Session then cuts
+  // prefill into T-token steps and pads the last one (runtime/chunking.hpp).
+  virtual int32_t static_tokens() const { return 0; }
+
   // Capability: can this backend run node n of g (op, dtypes, shapes)? Input and Weight
   // nodes are not asked: they are data, and the scheduler places them.
   virtual Support supports(const graph::Graph& g, const graph::Node& n) const = 0;
@@ -75,8 +96,25 @@ class Backend {
   // True when buffers are plain host memory (copies are memcpy; zero-copy reads possible).
   virtual bool host_visible() const = 0;
 
-  // Runs nodes (ids of ctx.graph, in order); inputs are ready in ctx.data.
+  // Runs nodes (ids of ctx.graph, in order); inputs are ready in ctx.data. The scheduler
+  // calls it from one thread per backend (the backend's queue), so a backend's compute()
+  // never runs twice at once, but two backends' may run at the same time.
   virtual Status compute(std::span<const int32_t> nodes, ExecContext& ctx) = 0;
+
+  // True when compute() honours ExecContext::rows for MatMul (computes only those output
+  // rows, writing them in place in the full output): such a backend can take a part of a
+  // row-split MatMul.
+  virtual bool computes_row_ranges() const { return false; }
+  // True when compute() reads and writes any host memory, not only this backend's own
+  // buffers: it can then write its part of a row split into another backend's arena.
+  virtual bool uses_any_host_memory() const { return false; }
+  // True when the host (and other backends' queues) may touch regions of this backend's
+  // buffers that its running work does not use while that work runs (zero-copy memory).
+  // When any backend of a plan says no, the scheduler runs the plan's splits one by one.
+  virtual bool concurrent_host_access() const { return true; }
+  // Memory this backend holds beside the scheduler's arenas, now: scratch (quantized
+  // activations, gathered KV rows) and device copies of weights. For memory reports.
+  virtual uint64_t scratch_bytes() const { return 0; }
 };
 
 }  // namespace geniex::backends

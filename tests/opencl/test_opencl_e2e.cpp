@@ -4,7 +4,8 @@
 // with GenieX's exp (src/core/exp.hpp) -- and with the CPU on its AVX2+FMA helpers, every logit must
 // be bit-identical and so must every token; elsewhere (Adreno) a divergence is accepted
 // only at a near-tie of the CPU's logits (gap printed). The fault variable makes every op
-// fall back to the CPU through the public API.
+// fall back to the CPU through the public API. A mixed plan (the first half of the layers on
+// OpenCL, the rest on the CPU: with_gpu_layers) must give the same tokens too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,37 +73,97 @@ Greedy greedy(const Model& model, const std::string& prompt) {
   return out;
 }
 
-TEST(OpenClEndToEnd, GreedyTokensMatchCpu) {
-  GX_REQUIRE_MODEL();
-  auto probe = backends::opencl::probe_device();
-  if (!probe) GTEST_SKIP() << "no OpenCL device: " << probe.error().message;
-  auto cpu = ModelBuilder(test_support::default_model_path()).with_device(Device::cpu()).with_threads(2).with_context(512).build();
-  auto gpu = ModelBuilder(test_support::default_model_path()).with_device(Device::gpu()).with_threads(2).with_context(512).build();
-  ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
-  ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
-  const auto& backends = gpu->info().backends;
-  ASSERT_FALSE(backends.empty());
-  ASSERT_EQ(backends.front(), "opencl");
-  auto plan = gpu->plan(1);
-  ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
-  for (const PlanRow& r : plan->rows) {
-    if (r.op == "input" || r.op == "weight") continue;
-    EXPECT_EQ(r.backend, "opencl") << r.name << ": " << r.reason;
-  }
-
-  const std::vector<std::string> prompts = {
+const std::vector<std::string>& test_prompts() {
+  static const std::vector<std::string> prompts = {
       "The capital of France is",
       "def fibonacci(n):",
       "Once upon a time, in a small village by the sea,",
       "<|im_start|>user\nWhat is 17 times 23?<|im_end|>\n<|im_start|>assistant\n",
   };
+  return prompts;
+}
+
+// Greedy tokens of `other` against the CPU's on every test prompt: identical tokens (and
+// logits on the exact path), else divergence only at a near-tie.
+void expect_greedy_matches_cpu(const Model& cpu, const Model& other, const char* label);
+
+TEST(OpenClEndToEnd, GreedyTokensMatchCpu) {
+  GX_REQUIRE_MODEL();
+  auto probe = backends::opencl::probe_device();
+  if (!probe) GTEST_SKIP() << "no OpenCL device: " << probe.error().message;
+  auto cpu = ModelBuilder(test_support::default_model_path()).with_device(Device::cpu()).with_threads(2).with_context(512).build();
+  // Every layer forced onto OpenCL: the cost model alone may keep a decode step on a fast CPU.
+  auto gpu = ModelBuilder(test_support::default_model_path())
+                 .with_device(Device::gpu())
+                 .with_threads(2)
+                 .with_context(512)
+                 .with_gpu_layers(1 << 20)
+                 .build();
+  ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+  ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
+  const auto& backends = gpu->info().backends;
+  ASSERT_FALSE(backends.empty());
+  ASSERT_EQ(backends.front(), "opencl");
+  for (const int32_t n_tokens : {1, 7}) {
+    auto plan = gpu->plan(n_tokens);
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    for (const PlanRow& r : plan->rows) {
+      if (r.op == "input" || r.op == "weight") continue;
+      EXPECT_EQ(r.backend, "opencl") << r.name << ": " << r.reason;
+    }
+  }
+  expect_greedy_matches_cpu(*cpu, *gpu, "opencl");
+}
+
+TEST(OpenClEndToEnd, MixedPlanGreedyTokensMatchCpu) {
+  GX_REQUIRE_MODEL();
+  auto probe = backends::opencl::probe_device();
+  if (!probe) GTEST_SKIP() << "no OpenCL device: " << probe.error().message;
+  auto cpu = ModelBuilder(test_support::default_model_path()).with_device(Device::cpu()).with_threads(2).with_context(512).build();
+  ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+  const int32_t half = cpu->info().n_layer / 2;
+  ASSERT_GT(half, 0);
+  auto mixed = ModelBuilder(test_support::default_model_path())
+                   .with_device(Device::gpu())
+                   .with_threads(2)
+                   .with_context(512)
+                   .with_gpu_layers(half)
+                   .build();
+  ASSERT_TRUE(mixed.has_value()) << mixed.error().to_string();
+  ASSERT_EQ(mixed->info().gpu_layers, half);
+  // Prefill and decode plans: layers below half (and the embedding) on OpenCL, the others and
+  // the output head on the CPU, with copies where the hidden state crosses.
+  for (const int32_t n_tokens : {1, 9}) {
+    auto plan = mixed->plan(n_tokens);
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    int on_gpu = 0, on_cpu = 0;
+    bool seen_layer = false;
+    for (const PlanRow& r : plan->rows) {
+      if (r.op == "input" || r.op == "copy") continue;
+      seen_layer = seen_layer || r.layer >= 0;
+      const bool want_gpu = r.layer >= 0 ? r.layer < half : !seen_layer;
+      EXPECT_EQ(r.backend, want_gpu ? "opencl" : "cpu") << r.name << ": " << r.reason;
+      EXPECT_EQ(r.reason.rfind("forced: layer", 0), 0u) << r.name << ": " << r.reason;
+      (r.backend == "opencl" ? on_gpu : on_cpu) += 1;
+    }
+    EXPECT_GT(on_gpu, 0);
+    EXPECT_GT(on_cpu, 0);
+    EXPECT_GT(plan->n_copies, 0);
+    EXPECT_GE(plan->n_splits, 2);
+  }
+  expect_greedy_matches_cpu(*cpu, *mixed, "mixed");
+}
+
+void expect_greedy_matches_cpu(const Model& cpu_model, const Model& other, const char* label) {
+  const Model* cpu = &cpu_model;
+  const std::vector<std::string>& prompts = test_prompts();
   const bool exact = exact_attention();
   std::printf("exact attention path: %s\n", exact ? "yes (logits must be bit-identical)" : "no (near-ties allowed)");
   double cpu_pp = 0, cpu_tg = 0, gpu_pp = 0, gpu_tg = 0;
   int prompt_tokens = 0;
   for (const std::string& prompt : prompts) {
     const Greedy a = greedy(*cpu, prompt);
-    const Greedy b = greedy(*gpu, prompt);
+    const Greedy b = greedy(other, prompt);
     ASSERT_EQ(a.tokens.size(), static_cast<size_t>(kNewTokens));
     ASSERT_EQ(b.tokens.size(), static_cast<size_t>(kNewTokens));
     prompt_tokens += static_cast<int>(cpu->tokenize(prompt)->size());
@@ -125,8 +186,8 @@ TEST(OpenClEndToEnd, GreedyTokensMatchCpu) {
       max_diff = std::max(max_diff, d_i);
       if (a.tokens[i] != b.tokens[i]) {
         const float gap = la[static_cast<size_t>(a.tokens[i])] - la[static_cast<size_t>(b.tokens[i])];
-        std::printf("prompt '%s': token %zu differs (cpu %d, gpu %d), cpu logit gap %.5f\n", prompt.substr(0, 24).c_str(),
-                    i, a.tokens[i], b.tokens[i], static_cast<double>(gap));
+        std::printf("prompt '%s': token %zu differs (cpu %d, %s %d), cpu logit gap %.5f\n", prompt.substr(0, 24).c_str(),
+                    i, a.tokens[i], label, b.tokens[i], static_cast<double>(gap));
         if (exact) {
           ADD_FAILURE() << "divergence at token " << i << " on the exact path";
         } else {
@@ -142,8 +203,8 @@ TEST(OpenClEndToEnd, GreedyTokensMatchCpu) {
     }
   }
   const double n_dec = static_cast<double>(prompts.size()) * (kNewTokens - 1);
-  std::printf("cpu:    pp %.1f tok/s, tg %.1f tok/s\nopencl: pp %.1f tok/s, tg %.1f tok/s\n",
-              prompt_tokens / cpu_pp * 1e3, n_dec / cpu_tg * 1e3, prompt_tokens / gpu_pp * 1e3, n_dec / gpu_tg * 1e3);
+  std::printf("cpu:    pp %.1f tok/s, tg %.1f tok/s\n%-7s pp %.1f tok/s, tg %.1f tok/s\n", prompt_tokens / cpu_pp * 1e3,
+              n_dec / cpu_tg * 1e3, (std::string(label) + ":").c_str(), prompt_tokens / gpu_pp * 1e3, n_dec / gpu_tg * 1e3);
 }
 
 // The exact path's exp against the host's exp_f32 (src/core/exp.hpp: exp in double rounded to

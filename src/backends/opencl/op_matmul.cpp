@@ -11,18 +11,11 @@ namespace {
 // Below this many tokens the matrix-vector kernel wins: the tiled one would leave most of
 // its 16-token tile idle.
 constexpr int64_t kTiledMinTokens = 8;
-}  // namespace
 
-Status matmul(const OpArgs& a) {
+// The product for weight rows starting at wm (n_out of them) into dm, row stride n_out.
+Status matmul_rows(const OpArgs& a, Mem wm, Mem xm, Mem dm, int64_t k_in, int64_t n_out, int64_t n_tok,
+                   const char* sfx, DType act_type) {
   const graph::Node& w = a.src_node(0);
-  const int64_t k_in = w.ne[0];
-  const int64_t n_out = w.ne[1];
-  const int64_t n_tok = a.node.ne[1];
-  const char* sfx = weight_kernel_suffix(w.type);
-  const DType act_type = quant::vec_dot_type(w.type);
-  GX_ASSIGN_OR_RETURN(Mem wm, a.src(0));
-  GX_ASSIGN_OR_RETURN(Mem xm, a.src(1));
-  GX_ASSIGN_OR_RETURN(Mem dm, a.dst());
 
   Mem act = xm;
   if (act_type != DType::F32) {
@@ -60,6 +53,49 @@ Status matmul(const OpArgs& a) {
   const size_t global[2] = {static_cast<size_t>(n_out), static_cast<size_t>(n_tok)};
   const size_t local[2] = {16, 16};
   return a.be.launch(k, name, 2, global, local);
+}
+}  // namespace
+
+Status matmul(const OpArgs& a) {
+  const graph::Node& w = a.src_node(0);
+  const int64_t k_in = w.ne[0];
+  const int64_t n_tok = a.node.ne[1];
+  const char* sfx = weight_kernel_suffix(w.type);
+  const DType act_type = quant::vec_dot_type(w.type);
+  GX_ASSIGN_OR_RETURN(Mem wm, a.src(0));
+  GX_ASSIGN_OR_RETURN(Mem xm, a.src(1));
+  GX_ASSIGN_OR_RETURN(Mem dm, a.dst());
+  // A part of a row split computes weight rows [begin, end): the kernels see those rows as
+  // the whole matrix. One token writes in place; more go through a compact buffer that a
+  // rectangular copy spreads into the full output (row stride ld).
+  const int64_t ld = w.ne[1];
+  const RowRange part = a.ctx.rows_of(a.id, ld);
+  const int64_t n_out = part.end - part.begin;
+  if (n_out <= 0) return ok_status();
+  wm.offset += static_cast<uint64_t>(part.begin) * static_cast<uint64_t>(row_bytes(w.type, k_in));
+  const Mem full = dm;
+  if (n_out != ld) {
+    if (n_tok == 1) {
+      dm.offset += static_cast<uint64_t>(part.begin) * sizeof(float);
+    } else {
+      GX_ASSIGN_OR_RETURN(cl_mem rows, a.be.scratch(OpenClBackend::Scratch::RowPart,
+                                                    static_cast<size_t>(n_out * n_tok) * sizeof(float)));
+      dm = Mem{rows, 0};
+    }
+  }
+  GX_TRY(matmul_rows(a, wm, xm, dm, k_in, n_out, n_tok, sfx, act_type));
+  if (dm.mem == full.mem) return ok_status();
+  const size_t src_origin[3] = {0, 0, 0};
+  const size_t dst_origin[3] = {static_cast<size_t>(full.offset) + static_cast<size_t>(part.begin) * sizeof(float), 0, 0};
+  const size_t region[3] = {static_cast<size_t>(n_out) * sizeof(float), static_cast<size_t>(n_tok), 1};
+  const cl_int err = clEnqueueCopyBufferRect(a.be.queue(), dm.mem, full.mem, src_origin, dst_origin, region,
+                                             region[0], 0, static_cast<size_t>(ld) * sizeof(float), 0, 0,
+                                             nullptr, nullptr);
+  if (err != CL_SUCCESS) {
+    return make_error(ErrorCode::BackendError, "opencl: row-split part of " + a.node.name +
+                                                   ": rectangular copy failed: " + cl_error_name(err));
+  }
+  return ok_status();
 }
 
 }  // namespace geniex::backends::opencl::ops

@@ -239,8 +239,10 @@ Support OpenClBackend::supports(const graph::Graph& g, const graph::Node& n) con
 }
 
 double OpenClBackend::estimate_us(const graph::Graph& g, const graph::Node& n) const {
-  // Rough defaults for an Adreno 7xx until calibration exists: 40 GB/s from memory,
-  // 300 GFLOP/s with int8 dot products, 15 us per kernel launch (two for quantized MatMul).
+  // The backend's own rough guess for an Adreno 7xx: 40 GB/s from memory, 300 GFLOP/s with
+  // int8 dot products, 15 us per kernel launch (two for quantized MatMul), as the opencl entry
+  // of sched::default_backend_profile. The scheduler's cost model uses the device profile's
+  // measured rates (geniex calibrate) instead wherever the profile names "opencl".
   constexpr double kBytesPerUs = 40e3;
   constexpr double kFlopsPerUs = 300e3;
   double us = 15.0;
@@ -258,6 +260,18 @@ double OpenClBackend::estimate_us(const graph::Graph& g, const graph::Node& n) c
 }
 
 // ---- memory ----------------------------------------------------------------------------------
+
+uint64_t OpenClBackend::scratch_bytes() const {
+  uint64_t total = 0;
+  for (const ScratchBuf& s : scratch_) total += s.bytes;
+  if (!runtime_->info().unified_memory) {
+    for (const auto& [ptr, m] : weights_) {
+      size_t bytes = 0;
+      if (clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof bytes, &bytes, nullptr) == CL_SUCCESS) total += bytes;
+    }
+  }
+  return total;
+}
 
 Result<std::unique_ptr<Buffer>> OpenClBackend::allocate(size_t bytes) {
   auto buf = std::make_unique<ClBuffer>(runtime_, arenas_, queue_);

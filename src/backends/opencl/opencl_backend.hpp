@@ -54,6 +54,11 @@ class OpenClBackend final : public Backend {
   Result<std::unique_ptr<Buffer>> allocate(size_t bytes) override;
   bool host_visible() const override { return true; }
   Status compute(std::span<const int32_t> nodes, ExecContext& ctx) override;
+  bool computes_row_ranges() const override { return true; }
+  // Kernels reach only this backend's arenas and weights (uses_any_host_memory stays false).
+  // Other queues may use the arenas while kernels run only when they are the host's memory.
+  bool concurrent_host_access() const override { return runtime_->info().unified_memory; }
+  uint64_t scratch_bytes() const override;  // scratch buffers and uploaded weight copies
 
   const DeviceInfo& device_info() const { return runtime_->info(); }
   // Empty when every op can run; else why none can (build failure, allocation failure).
@@ -61,7 +66,7 @@ class OpenClBackend final : public Backend {
   size_t cached_weights() const { return weights_.size(); }
 
   // ---- for the op implementations (op_*.cpp) ----
-  enum class Scratch { Act, KRows, VRows, Info, Scores, Rope, Count };
+  enum class Scratch { Act, KRows, VRows, Info, Scores, Rope, RowPart, Count };
   Result<Mem> mem_of(const ExecContext& ctx, int32_t node_id);
   Result<cl_kernel> kernel(const std::string& name);
   Result<cl_mem> scratch(Scratch slot, size_t bytes);

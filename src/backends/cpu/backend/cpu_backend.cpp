@@ -52,7 +52,9 @@ Support CpuBackend::supports(const graph::Graph& g, const graph::Node& n) const 
 }
 
 double CpuBackend::estimate_us(const graph::Graph& g, const graph::Node& n) const {
-  // Rough defaults until calibration exists: 20 GB/s for weights, 50 GFLOP/s, 2 us launch.
+  // The backend's own rough guess: 20 GB/s for weights, 50 GFLOP/s, 2 us launch (the cpu
+  // entry of sched::default_backend_profile). The scheduler's cost model uses the device
+  // profile's measured rates (geniex calibrate) instead wherever the profile names "cpu".
   constexpr double kBytesPerUs = 20e3;
   constexpr double kFlopsPerUs = 50e3;
   double us = 2.0;

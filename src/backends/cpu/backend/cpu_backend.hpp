@@ -23,6 +23,9 @@ class CpuBackend final : public Backend {
   Result<std::unique_ptr<Buffer>> allocate(size_t bytes) override;
   bool host_visible() const override { return true; }
   Status compute(std::span<const int32_t> nodes, ExecContext& ctx) override;
+  bool computes_row_ranges() const override { return true; }
+  bool uses_any_host_memory() const override { return true; }
+  uint64_t scratch_bytes() const override { return work_.capacity(); }
 
   int n_threads() const { return pool_.size(); }
 

@@ -28,13 +28,15 @@ void matmul(const OpArgs& a) {
     act = a.work;
   }
 
-  // Rows in chunks of 16 so kernels see whole micro-tiles; chunks dealt out evenly.
+  // Rows in chunks of 16 so kernels see whole micro-tiles; chunks dealt out evenly. A part
+  // of a row split computes only its rows (the scheduler starts them at a multiple of 16).
   constexpr int64_t kRowAlign = 16;
-  const int64_t n_chunks = (n_out + kRowAlign - 1) / kRowAlign;
+  const RowRange part = a.ctx.rows_of(static_cast<int32_t>(&a.node - a.graph.nodes().data()), n_out);
+  const int64_t n_chunks = (part.end - part.begin + kRowAlign - 1) / kRowAlign;
   int64_t c0, c1;
   ThreadPool::split_range(n_chunks, a.ith, a.nth, &c0, &c1);
-  const int64_t r0 = c0 * kRowAlign;
-  const int64_t r1 = std::min(n_out, c1 * kRowAlign);
+  const int64_t r0 = part.begin + c0 * kRowAlign;
+  const int64_t r1 = std::min(part.end, part.begin + c1 * kRowAlign);
   if (r0 >= r1) return;
   const size_t w_stride = static_cast<size_t>(row_bytes(w.type, n_in));
   const auto* wdata = static_cast<const uint8_t*>(a.src(0));
