@@ -92,6 +92,9 @@ struct ModelInfo {
   double load_ms = 0;
   int64_t kv_cache_bytes = 0;
   std::string kv_cache_type;  // "f16" or "f32"
+  std::string profile;          // device profile the cost model uses: its path, or "built-in defaults"
+  std::string profile_warning;  // why a profile file was not used (malformed...), else ""
+  int32_t gpu_layers = -1;      // forced GPU layers (with_gpu_layers), -1: placed by the cost model
 };
 
 // One row of the scheduler's placement (see `geniex plan`).
@@ -104,6 +107,7 @@ struct PlanRow {
   std::string backend;   // "cpu"
   std::string reason;    // why this backend
   int32_t layer = -1;
+  double estimated_us = 0;  // cost model's time on that backend (copies: the transfer)
 };
 
 struct PlanSummary {
@@ -113,6 +117,11 @@ struct PlanSummary {
   int32_t n_copies = 0;
   std::vector<std::pair<std::string, int64_t>> activation_bytes;  // per backend arena
   double planning_ms = 0;
+  std::vector<std::pair<std::string, double>> estimated_us;  // per backend: its nodes' estimated time
+  double estimated_copy_us = 0;  // all copies between backends
+  double estimated_switch_us = 0;  // starting each split on its backend (wake-up, enqueue, sync)
+  double lookup_ms = 0;          // a step's plan from the cache (signature + lookup)
+  double graph_build_ms = 0;     // building the step's graph (done every step)
 };
 
 class Model;
@@ -186,6 +195,22 @@ class ModelBuilder {
   // "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"); "" keeps
   // them as stored (BF16 as F32). A GGUF file keeps its types (use `geniex quantize`).
   ModelBuilder& with_load_type(std::string type);
+  // Mixed CPU/GPU plans: the first n transformer layers (with the embedding) run on the GPU
+  // backend, the others (with the output head when n < n_layer) on the CPU; ops the GPU cannot
+  // run still fall back. Applies when the device resolves to a GPU backend (gpu, auto); -1
+  // (default): the cost model places every node.
+  ModelBuilder& with_gpu_layers(int32_t n);
+  // Device profile for the cost model (see `geniex calibrate`); "" (default): $GENIEX_PROFILE,
+  // else $XDG_CACHE_HOME/geniex/profile.json or ~/.cache/geniex/profile.json, else built-in rates.
+  ModelBuilder& with_profile(std::string path);
+  // Load balancing: a large MatMul (1024+ output rows) is split by rows between the GPU and
+  // CPU backends in proportion to their speed, both halves running at once; logits are the
+  // same as unsplit where the backends agree bit for bit (default off).
+  ModelBuilder& with_row_split(bool on);
+  // Writes a Chrome trace (chrome://tracing, Perfetto) of every step run by this Model's
+  // sessions to path when the Model and its sessions are gone: one row per backend queue, an
+  // event per split and copy. "" (default): off. build() fails if path cannot be written.
+  ModelBuilder& with_trace(std::string path);
   Result<Model> build() const;
 
  private:
@@ -195,6 +220,10 @@ class ModelBuilder {
   int32_t n_ctx_ = 0;
   KvCacheType kv_type_ = KvCacheType::F16;
   std::string load_type_;
+  int32_t gpu_layers_ = -1;
+  std::string profile_path_;
+  bool row_split_ = false;
+  std::string trace_path_;
 };
 
 // Library version, "0.1.0".

@@ -1,6 +1,7 @@
 // Private state behind the public Model and Session handles.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,24 @@ Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
     const std::vector<std::string>& names, int32_t n_threads,
     std::shared_ptr<const backends::CpuWeightStore> cpu_weights);
 
+// Test hook (internal, not public API): a backend that a test registers under a name of its
+// own. While the registration lives, resolve_device lists it first, ahead of the declared
+// device's backends (with a note), and create_backends builds it with the factory, so a
+// Model built then runs its Sessions through the same code users run, with the test's
+// backend in front (e.g. a static-shape test double). Several are listed in registration
+// order; a name registered twice is built by the newest registration.
+using BackendFactory = std::function<Result<std::unique_ptr<backends::Backend>>(int32_t n_threads)>;
+class ScopedTestBackend {
+ public:
+  ScopedTestBackend(std::string name, BackendFactory factory);
+  ~ScopedTestBackend();
+  ScopedTestBackend(const ScopedTestBackend&) = delete;
+  ScopedTestBackend& operator=(const ScopedTestBackend&) = delete;
+
+ private:
+  std::string name_;
+};
+
 struct Model::Impl {
   std::string path;
   gguf::File file;
@@ -43,6 +62,12 @@ struct Model::Impl {
   int32_t n_ctx = 0;
   DType kv_type = DType::F16;  // KV cache rows
   int32_t n_batch = 512;  // most tokens per step; longer prompts are split
+  // Placement: the device profile read at build (cost model) and forced GPU layers; every
+  // Session's scheduler gets these (SchedulerOptions::placement).
+  sched::PlaceOptions placement;
+  // Execution (SchedulerOptions::row_split, ::trace): shared by every Session's scheduler.
+  bool row_split = false;
+  std::shared_ptr<sched::TraceRecorder> trace;
 
   Result<const tok::Tokenizer*> require_tokenizer() const;
 };
@@ -54,8 +79,10 @@ struct Session::Impl {
   std::unique_ptr<kv::KvCache> kv;
   std::vector<int32_t> history;  // tokens whose K/V are in the cache, in order
   std::vector<float> logits;     // last eval's logits (n_vocab * rows)
+  int32_t static_tokens = 0;     // T when a backend runs only T-token steps (runtime/chunking.hpp)
 
   static Result<std::unique_ptr<Impl>> create(std::shared_ptr<const Model::Impl> model);
+  // Runs tokens after the history; on an error the history and the KV cache are as before.
   Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits);
   // Keeps the longest common prefix of history and tokens; returns how many tokens are new.
   size_t reuse_prefix(const std::vector<int32_t>& tokens);

@@ -9,6 +9,8 @@
 
 #include "convert/hf_import.hpp"
 #include "runtime/impl.hpp"
+#include "sched/cost_model.hpp"
+#include "sched/profile.hpp"
 
 namespace geniex {
 
@@ -63,13 +65,48 @@ ModelBuilder& ModelBuilder::with_kv_cache_type(KvCacheType type) {
   kv_type_ = type;
   return *this;
 }
+ModelBuilder& ModelBuilder::with_gpu_layers(int32_t n) {
+  gpu_layers_ = n;
+  return *this;
+}
+ModelBuilder& ModelBuilder::with_row_split(bool on) {
+  row_split_ = on;
+  return *this;
+}
+ModelBuilder& ModelBuilder::with_trace(std::string path) {
+  trace_path_ = std::move(path);
+  return *this;
+}
+ModelBuilder& ModelBuilder::with_profile(std::string path) {
+  profile_path_ = std::move(path);
+  return *this;
+}
+
+namespace {
+// The device profile for the cost model: the given file, else the default location; a file
+// that cannot be used gives a warning and the built-in rates, never a failed build.
+sched::LoadedProfile read_profile(const std::string& path) {
+  if (path.empty()) return sched::load_profile_or_defaults();
+  sched::LoadedProfile out;
+  auto loaded = sched::load_profile(path);
+  if (loaded) {
+    out.profile = std::move(loaded).value();
+  } else {
+    out.profile = sched::default_profile();
+    out.warning = loaded.error().message + "; using built-in defaults";
+  }
+  return out;
+}
+}  // namespace
 
 Result<Model> ModelBuilder::build() const {
   // A lambda inside the friend's member can reach Model's private constructor.
   auto build_model = [](const std::string& path, Device device, int32_t n_threads,
-                        int32_t n_ctx, KvCacheType kv_type, const std::string& load_type) -> Result<Model> {
+                        int32_t n_ctx, KvCacheType kv_type, const std::string& load_type,
+                        int32_t gpu_layers, const std::string& profile_path) -> Result<Model> {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 0) return make_error(ErrorCode::InvalidArgument, "threads must be >= 0");
+  if (gpu_layers < -1) return make_error(ErrorCode::InvalidArgument, "gpu layers must be >= 0 (or -1: cost model)");
   if (n_ctx < 0) return make_error(ErrorCode::InvalidArgument, "context size must be >= 0");
   auto impl = std::make_shared<Model::Impl>();
   impl->path = path;
@@ -149,11 +186,35 @@ Result<Model> ModelBuilder::build() const {
   const int64_t kv_elem = impl->kv_type == DType::F32 ? 4 : 2;
   info.kv_cache_bytes = int64_t{2} * hp.n_layer * impl->n_ctx * hp.n_head_kv * hp.head_dim * kv_elem;
   info.kv_cache_type = impl->kv_type == DType::F32 ? "f32" : "f16";
+
+  // Placement: the profile's rates for the cost model; forced layers when a GPU backend is in use.
+  sched::LoadedProfile profile = read_profile(profile_path);
+  info.profile = profile.profile.source;
+  info.profile_warning = profile.warning;
+  impl->placement.profile = std::make_shared<const sched::DeviceProfile>(std::move(profile.profile));
+  if (gpu_layers >= 0) {
+    const bool has_gpu = std::any_of(impl->backend_names.begin(), impl->backend_names.end(),
+                                     [](const std::string& b) { return b != "cpu"; });
+    if (has_gpu) {
+      impl->placement.gpu_layers = gpu_layers;
+      info.gpu_layers = gpu_layers;
+    } else {
+      info.device_notes.push_back("gpu layers: no GPU backend in use; all " + std::to_string(hp.n_layer) +
+                                  " layers run on the cpu");
+    }
+  }
   info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Model(std::move(impl));
   };
   try {
-    return build_model(path_, device_, n_threads_, n_ctx_, kv_type_, load_type_);
+    GX_ASSIGN_OR_RETURN(Model model, build_model(path_, device_, n_threads_, n_ctx_, kv_type_, load_type_,
+                                                 gpu_layers_, profile_path_));
+    model.impl_->row_split = row_split_;
+    if (!trace_path_.empty()) {
+      GX_TRY(sched::TraceRecorder().write(trace_path_));  // fail now, not when the trace is due
+      model.impl_->trace = std::make_shared<sched::TraceRecorder>(trace_path_);
+    }
+    return model;
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::OutOfMemory, "out of memory while loading '" + path_ + "'");
   } catch (const std::exception& e) {
@@ -216,17 +277,39 @@ Result<PlanSummary> Model::plan(int32_t n_tokens) const {
   GX_ASSIGN_OR_RETURN(auto backends, create_backends(impl_->backend_names, 1, impl_->cpu_weights));
   std::vector<backends::Backend*> ptrs;
   for (auto& b : backends) ptrs.push_back(b.get());
-  sched::Scheduler scheduler(ptrs);
+  sched::SchedulerOptions options;
+  options.placement = impl_->placement;
+  options.row_split = impl_->row_split;
+  sched::Scheduler scheduler(ptrs, options);
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
+  auto t = Clock::now();
   const graph::Graph g = impl_->arch->build_graph({n_tokens, 1});
+  const double build_ms = ms_since(t);
   GX_ASSIGN_OR_RETURN(auto plan, scheduler.plan(g));
+  // What every later step of this shape pays: the signature and the cache lookup (best of a few).
+  double lookup_ms = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    t = Clock::now();
+    GX_ASSIGN_OR_RETURN(auto again, scheduler.plan(g));
+    lookup_ms = std::min(lookup_ms, ms_since(t));
+    if (again.get() != plan.get()) return make_error(ErrorCode::Internal, "plan: the cache missed a planned graph");
+  }
   PlanSummary out;
   out.n_tokens = n_tokens;
   out.n_splits = static_cast<int32_t>(plan->splits.size());
   out.n_copies = plan->n_copies;
   out.planning_ms = plan->planning_ms;
+  out.lookup_ms = lookup_ms;
+  out.graph_build_ms = build_ms;
   for (size_t b = 0; b < ptrs.size(); ++b) {
     out.activation_bytes.emplace_back(std::string(ptrs[b]->name()), plan->arena_bytes[b]);
+    out.estimated_us.emplace_back(std::string(ptrs[b]->name()), 0.0);
   }
+  const sched::CostModel costs(impl_->placement.profile, ptrs);
+  for (const sched::Split& split : plan->splits) out.estimated_switch_us += costs.switch_us(static_cast<size_t>(split.backend));
   const graph::Graph& pg = plan->graph;
   for (int32_t i = 0; i < pg.size(); ++i) {
     const graph::Node& n = pg.node(i);
@@ -250,6 +333,12 @@ Result<PlanSummary> Model::plan(int32_t n_tokens) const {
       }
     }
     row.layer = n.layer;
+    row.estimated_us = costs.planned_node_us(pg, plan->backend_of, i);
+    if (n.op == graph::Op::Copy) {
+      out.estimated_copy_us += row.estimated_us;
+    } else if (b >= 0) {
+      out.estimated_us[static_cast<size_t>(b)].second += row.estimated_us;
+    }
     out.rows.push_back(std::move(row));
   }
   return out;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 
+#include "runtime/chunking.hpp"
 #include "runtime/impl.hpp"
 #include "sampling/sampler.hpp"
 
@@ -34,7 +35,12 @@ Result<std::unique_ptr<Session::Impl>> Session::Impl::create(std::shared_ptr<con
   GX_ASSIGN_OR_RETURN(s->backends, create_backends(s->model->backend_names, s->model->n_threads, s->model->cpu_weights));
   std::vector<backends::Backend*> ptrs;
   for (auto& b : s->backends) ptrs.push_back(b.get());
-  s->scheduler = std::make_unique<sched::Scheduler>(ptrs);
+  s->static_tokens = runtime::static_step_tokens(ptrs);
+  sched::SchedulerOptions sched_options;
+  sched_options.placement = s->model->placement;
+  sched_options.row_split = s->model->row_split;
+  sched_options.trace = s->model->trace;
+  s->scheduler = std::make_unique<sched::Scheduler>(ptrs, sched_options);
   const models::HParams& hp = s->model->arch->hparams();
   kv::KvConfig cfg;
   cfg.n_layer = hp.n_layer;
@@ -67,26 +73,40 @@ Result<std::span<const float>> Session::Impl::eval(std::span<const int32_t> toke
   }
   const size_t n_vocab = static_cast<size_t>(hp.n_vocab);
   logits.resize(all_logits ? n_vocab * tokens.size() : n_vocab);
-  std::vector<int32_t> positions, seq_ids, out_rows;
-  const auto n_batch = static_cast<size_t>(model->n_batch);
-  for (size_t start = 0; start < tokens.size(); start += n_batch) {
-    const size_t n = std::min(n_batch, tokens.size() - start);
-    const bool last_chunk = start + n == tokens.size();
+  // An error in any step undoes the steps before it: the eval happens whole or not at all.
+  auto fail = [&](Error e) -> Result<std::span<const float>> {
+    kv->truncate(0, n_past);
+    history.resize(static_cast<size_t>(n_past));
+    return e;
+  };
+  std::vector<int32_t> padded_tokens, positions, seq_ids, out_rows;
+  const std::vector<runtime::StepChunk> steps = runtime::plan_steps(
+      static_cast<int32_t>(tokens.size()), n_past, model->n_ctx, model->n_batch, static_tokens);
+  for (const runtime::StepChunk& c : steps) {
+    const auto start = static_cast<size_t>(c.start);
+    const auto n_real = static_cast<size_t>(c.n_real);
+    const auto n = static_cast<size_t>(c.n_padded);
+    const bool last_chunk = start + n_real == tokens.size();
+    std::span<const int32_t> chunk = tokens.subspan(start, n_real);
+    if (n > n_real) {
+      // Static shapes: pad tokens (the last real token repeated) follow the real ones, at the
+      // next positions. Causal attention keeps them out of the real rows; their outputs are
+      // not read and their KV rows are dropped after the step.
+      padded_tokens.assign(chunk.begin(), chunk.end());
+      padded_tokens.resize(n, chunk.back());
+      chunk = padded_tokens;
+    }
     positions.resize(n);
     seq_ids.assign(n, 0);
     for (size_t i = 0; i < n; ++i) positions[i] = static_cast<int32_t>(history.size() + i);
-    const size_t n_out = all_logits ? n : 1;
+    const size_t n_out = all_logits ? n_real : 1;
     out_rows.resize(n_out);
-    for (size_t i = 0; i < n_out; ++i) out_rows[i] = static_cast<int32_t>(all_logits ? i : n - 1);
+    for (size_t i = 0; i < n_out; ++i) out_rows[i] = static_cast<int32_t>(all_logits ? i : n_real - 1);
 
-    const std::span<const int32_t> chunk = tokens.subspan(start, n);
-    GX_TRY(kv->begin_batch(seq_ids, positions));
+    if (auto st = kv->begin_batch(seq_ids, positions); !st) return fail(st.take_error());
     const graph::Graph g = model->arch->build_graph({static_cast<int32_t>(n), static_cast<int32_t>(n_out)});
     auto plan = scheduler->plan(g);
-    if (!plan) {
-      kv->truncate(0, static_cast<int32_t>(history.size()));
-      return plan.take_error();
-    }
+    if (!plan) return fail(plan.take_error());
     backends::StepData step;
     step.tokens = chunk;
     step.positions = positions;
@@ -94,13 +114,11 @@ Result<std::span<const float>> Session::Impl::eval(std::span<const int32_t> toke
     step.output_rows = out_rows;
     step.kv = kv.get();
     auto out = scheduler->execute(**plan, step);
-    if (!out) {
-      kv->truncate(0, static_cast<int32_t>(history.size()));
-      return out.take_error();
-    }
-    history.insert(history.end(), chunk.begin(), chunk.end());
+    if (!out) return fail(out.take_error());
+    if (n > n_real) kv->truncate(0, static_cast<int32_t>(history.size() + n_real));
+    history.insert(history.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(n_real));
     if (all_logits) {
-      std::memcpy(logits.data() + start * n_vocab, *out, n * n_vocab * sizeof(float));
+      std::memcpy(logits.data() + start * n_vocab, *out, n_real * n_vocab * sizeof(float));
     } else if (last_chunk) {
       std::memcpy(logits.data(), *out, n_vocab * sizeof(float));
     }
