@@ -1,14 +1,50 @@
 // Declared device -> backends available in this build, in the documented fallback order
 // npu -> gpu -> cpu, with one line of reason per fallback.
+#include <algorithm>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "backends/cpu/backend/cpu_backend.hpp"
 #include "runtime/impl.hpp"
 #ifdef GENIEX_HAVE_OPENCL
 #include "backends/opencl/opencl_backend.hpp"
 #endif
+#ifdef GENIEX_HAVE_CUDA
+#include "backends/cuda/cuda_backend.hpp"
+#endif
 
 namespace geniex {
+
+namespace {
+// Backends registered by tests (ScopedTestBackend), in registration order.
+struct TestBackendRegistry {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, BackendFactory>> entries;
+};
+TestBackendRegistry& test_backends() {
+  static TestBackendRegistry registry;
+  return registry;
+}
+}  // namespace
+
+ScopedTestBackend::ScopedTestBackend(std::string name, BackendFactory factory) : name_(std::move(name)) {
+  TestBackendRegistry& r = test_backends();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  r.entries.emplace_back(name_, std::move(factory));
+}
+
+ScopedTestBackend::~ScopedTestBackend() {
+  TestBackendRegistry& r = test_backends();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (auto it = r.entries.end(); it != r.entries.begin();) {
+    --it;
+    if (it->first == name_) {
+      r.entries.erase(it);
+      break;
+    }
+  }
+}
 
 Result<Device> Device::parse(std::string_view name) {
   if (name == "cpu") return Device::cpu();
@@ -33,10 +69,31 @@ DeviceResolution resolve_device(Device device) {
   // The backend registry: the explicit list of backends compiled into this build: the CPU
   // backend, and OpenCL when built with GENIEX_OPENCL; CUDA and NPU backends join this list.
   DeviceResolution r;
+  {
+    TestBackendRegistry& reg = test_backends();
+    const std::lock_guard<std::mutex> lock(reg.mutex);
+    for (const auto& entry : reg.entries) {
+      const std::string& name = entry.first;
+      if (std::find(r.backend_names.begin(), r.backend_names.end(), name) != r.backend_names.end()) continue;
+      r.backend_names.push_back(name);
+      r.notes.push_back("test backend '" + name + "' registered by a test: placed first");
+    }
+  }
   const bool want_npu = device.kind() == Device::Kind::Npu || device.kind() == Device::Kind::Auto;
   const bool want_gpu = want_npu || device.kind() == Device::Kind::Gpu;
   if (want_npu) r.notes.push_back("npu: no NPU backend in this build; falling back to gpu");
+  bool have_cuda = false;
+#ifdef GENIEX_HAVE_CUDA
+  // CUDA first: an NVIDIA GPU takes "gpu" and "auto" ahead of OpenCL.
+  std::string cuda_miss;
   if (want_gpu) {
+    auto cuda_probe = backends::cuda::probe_device();
+    have_cuda = cuda_probe.has_value();
+    if (have_cuda) r.backend_names.push_back("cuda");
+    else cuda_miss = cuda_probe.error().message;
+  }
+#endif
+  if (want_gpu && !have_cuda) {
 #ifdef GENIEX_HAVE_OPENCL
     // OpenCL: "gpu" takes any OpenCL device (a CPU one such as PoCL too: that is how CI
     // tests the backend); "auto" only a real GPU, since a CPU device would just be a slower
@@ -54,6 +111,17 @@ DeviceResolution resolve_device(Device device) {
     r.notes.push_back("gpu: no GPU backend in this build (built without OpenCL); falling back to cpu");
 #endif
   }
+#ifdef GENIEX_HAVE_CUDA
+  // No CUDA device: one line, joined to the gpu note above when the fallback wrote one.
+  if (!cuda_miss.empty()) {
+    const bool opencl = std::find(r.backend_names.begin(), r.backend_names.end(), "opencl") != r.backend_names.end();
+    if (!opencl && !r.notes.empty() && r.notes.back().rfind("gpu:", 0) == 0) {
+      r.notes.back() += "; cuda: " + cuda_miss;
+    } else {
+      r.notes.push_back("gpu: " + cuda_miss + (opencl ? "; using opencl" : "; falling back to cpu"));
+    }
+  }
+#endif
   r.backend_names.push_back("cpu");
   return r;
 }
@@ -65,13 +133,28 @@ Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
   for (const std::string& name : names) {
     if (name == "cpu") {
       out.push_back(std::make_unique<backends::CpuBackend>(n_threads, cpu_weights));
+#ifdef GENIEX_HAVE_CUDA
+    } else if (name == "cuda") {
+      GX_ASSIGN_OR_RETURN(auto cu, backends::cuda::CudaBackend::create());
+      out.push_back(std::move(cu));
+#endif
 #ifdef GENIEX_HAVE_OPENCL
     } else if (name == "opencl") {
       GX_ASSIGN_OR_RETURN(auto cl, backends::opencl::OpenClBackend::create());
       out.push_back(std::move(cl));
 #endif
     } else {
-      return make_error(ErrorCode::Unsupported, "backend '" + name + "' is not in this build");
+      BackendFactory factory;
+      {
+        TestBackendRegistry& reg = test_backends();
+        const std::lock_guard<std::mutex> lock(reg.mutex);
+        for (const auto& entry : reg.entries) {
+          if (entry.first == name) factory = entry.second;  // the newest registration wins
+        }
+      }
+      if (!factory) return make_error(ErrorCode::Unsupported, "backend '" + name + "' is not in this build");
+      GX_ASSIGN_OR_RETURN(auto made, factory(n_threads));
+      out.push_back(std::move(made));
     }
   }
   return out;
