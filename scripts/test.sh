@@ -3,7 +3,8 @@
 #   1. dependencies (scripts/setup.sh) and the real model (scripts/fetch_model.sh) for the
 #      end-to-end tests
 #   2. Release build with warnings as errors, all tests (ctest)
-#   3. the README example and CLI smoke checks against the real model
+#   3. the README example and CLI smoke checks against the real model, then the aarch64 cross
+#      build's tests and greedy check under qemu-user (scripts/test_aarch64.sh)
 #   4. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan), tests not labelled slow,
 #      plus a short CLI smoke run under the sanitizers
 #   5. clang libFuzzer build (build-fuzz) of the fuzz targets, ctest -L fuzz (skipped without clang)
@@ -136,6 +137,18 @@ cli_smoke() {
     grep -q '^splits: ' "$tmp/plan" || fail "geniex plan: no summary"
     "$bin" plan -m "$MODEL" -p 64 --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode"]["rows"] and d["prefill"]["n_tokens"] == 64' \
       || fail "geniex plan --json"
+    # Cost model, pictures and traces: a calibrated profile, a mixed plan drawn as SVG/HTML,
+    # a run with split rows traced as Chrome trace JSON.
+    GENIEX_PROFILE="$tmp/profile.json" "$bin" calibrate >/dev/null 2>"$tmp/cal.err" || fail "geniex calibrate: $(cat "$tmp/cal.err")"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d' "$tmp/profile.json" || fail "geniex calibrate: no JSON profile"
+    GENIEX_PROFILE="$tmp/profile.json" "$bin" plan -m "$MODEL" -p 64 --device gpu --gpu-layers 15 \
+      --svg "$tmp/plan.svg" --html "$tmp/plan.html" >"$tmp/plan_mixed" 2>&1 || fail "geniex plan --svg/--html: $(cat "$tmp/plan_mixed")"
+    grep -q '<svg' "$tmp/plan.svg" || fail "geniex plan --svg: no SVG"
+    grep -q '<html' "$tmp/plan.html" || fail "geniex plan --html: no HTML"
+    "$bin" run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --no-stats --device gpu --split-rows \
+      --trace "$tmp/trace.json" >/dev/null 2>"$tmp/trace.err" || fail "geniex run --trace: $(cat "$tmp/trace.err")"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert any(e.get("ph")=="X" for e in ev)' \
+      "$tmp/trace.json" || fail "geniex run --trace: not a Chrome trace"
 
     "$bin" bench -m "$MODEL" -p 32 -n 4 -r 2 --json >"$tmp/bench" || fail "geniex bench"
     python3 - "$tmp/bench" <<'PY' || fail "geniex bench --json: unexpected output"
@@ -167,6 +180,9 @@ cat build/example_simple.out
 
 step "release: CLI smoke checks"
 cli_smoke build
+
+step "aarch64: cross build, kernel tests and greedy check under qemu-user (scripts/test_aarch64.sh)"
+GENIEX_REQUIRE_AARCH64=1 GENIEX_HOST_BUILD=build bash scripts/test_aarch64.sh
 
 if [ "${GENIEX_SKIP_ASAN:-0}" = "1" ]; then
   step "asan: skipped (GENIEX_SKIP_ASAN=1)"
