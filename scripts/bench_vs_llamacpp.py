@@ -235,6 +235,9 @@ def main():
                 "geniex_tps": g, "llamacpp_tps": c,
                 "ratio": (g / c) if (g is not None and c) else None,
                 "geniex_peak_rss_bytes": gx.get(test, {}).get("peak_rss_bytes"),
+                "roof_tps": gx.get(test, {}).get("roof_tokens_per_second"),
+                "read_bandwidth_bytes_per_s": gx.get(test, {}).get("read_bandwidth_bytes_per_s"),
+                "bytes_per_token": gx.get(test, {}).get("bytes_per_token"),
                 "load_avg_1m": round(os.getloadavg()[0], 2),
                 **info,
             })
@@ -245,6 +248,16 @@ def main():
     for r in rows:
         ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
         print(f"| {r['model']} | {r['test']} | {fmt(r['geniex_tps'])} | {fmt(r['llamacpp_tps'])} | {ratio} |")
+    roofs = [r for r in rows if r.get("roof_tps")]
+    if roofs:
+        print("\ndecode roof = read bandwidth (geniex bench, same threads) / weight bytes read per token\n")
+        print("| model | test | bandwidth GB/s | MiB per token | roof t/s | GenieX % of roof | llama.cpp % of roof |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for r in roofs:
+            g = "n/a" if r["geniex_tps"] is None else f"{100 * r['geniex_tps'] / r['roof_tps']:.0f}%"
+            c = "n/a" if r["llamacpp_tps"] is None else f"{100 * r['llamacpp_tps'] / r['roof_tps']:.0f}%"
+            print(f"| {r['model']} | {r['test']} | {r['read_bandwidth_bytes_per_s'] / 1e9:.1f} | "
+                  f"{r['bytes_per_token'] / 2**20:.1f} | {r['roof_tps']:.1f} | {g} | {c} |")
     if args.json_out:
         with open(args.json_out, "w") as f:
             for r in rows:

@@ -6,7 +6,13 @@
 // the standard deviation; --json prints one JSON object per test and line. After the table,
 // the scheduler's cost per step: planning a shape once (cold) and finding the plan in the
 // cache on every later step (plus building the step's graph), against the measured step time.
+// For GGUF files, also the decode roof: this machine's read bandwidth (a streaming read of a
+// buffer larger than the caches, with the bench's threads) divided by the weight bytes one
+// decode step reads (every tensor except the embedding table, of which one row is read; a
+// tied output head reads it whole), and each tg test as a share of that roof.
 #include <sys/resource.h>
+
+#include <thread>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "formats/gguf.hpp"
 
 namespace geniex::cli {
 namespace {
@@ -69,6 +76,61 @@ int64_t peak_rss_bytes() {
 }
 
 using Clock = std::chrono::steady_clock;
+
+// Bytes of weights one decode step reads, from the GGUF's tensor table; 0 when the model is
+// not a GGUF file (e.g. a Hugging Face folder).
+int64_t decode_bytes_per_token(const std::string& path) {
+  Result<gguf::File> file = gguf::File::open(path);
+  if (!file) return 0;
+  const gguf::TensorInfo* embd = file->find_tensor("token_embd.weight");
+  const bool tied = file->find_tensor("output.weight") == nullptr;
+  int64_t total = 0;
+  for (const gguf::TensorInfo& t : file->tensors()) {
+    if (&t == embd && !tied) {
+      const int64_t rows = t.n_dims > 1 ? t.ne[1] : 1;
+      total += static_cast<int64_t>(t.nbytes) / std::max<int64_t>(rows, 1);  // one row per token
+    } else {
+      total += static_cast<int64_t>(t.nbytes);
+    }
+  }
+  return total;
+}
+
+// Streaming read bandwidth in bytes/s with n_threads threads over a 256 MiB buffer (best of
+// 5 passes after a warm-up pass that also faults the pages in).
+double read_bandwidth(int32_t n_threads) {
+  constexpr size_t kBytes = size_t{256} << 20;
+  const size_t n = kBytes / sizeof(uint64_t);
+  std::vector<uint64_t> buf(n);
+  for (size_t i = 0; i < n; ++i) buf[i] = i;
+  const auto threads = static_cast<size_t>(std::max(1, n_threads));
+  std::vector<uint64_t> sums(threads * 8);  // one cache line apart
+  double best = 0;
+  for (int pass = 0; pass < 6; ++pass) {
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const size_t begin = n * t / threads, end = n * (t + 1) / threads;
+        uint64_t a = 0, b = 0, c = 0, d = 0;
+        for (size_t i = begin; i + 4 <= end; i += 4) {
+          a += buf[i];
+          b += buf[i + 1];
+          c += buf[i + 2];
+          d += buf[i + 3];
+        }
+        sums[t * 8] = a + b + c + d;
+      });
+    }
+    for (std::thread& th : pool) th.join();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (pass > 0 && s > 0) best = std::max(best, static_cast<double>(kBytes) / s);
+  }
+  uint64_t all = 0;
+  for (const uint64_t v : sums) all += v;
+  if (all == 1) fmt::print(stderr, " ");  // keeps the reads from being optimised away
+  return best;
+}
 
 // One timed run: seconds spent evaluating (the reset before is not timed).
 Result<double> run_once(Session& session, const std::vector<int32_t>& tokens, bool prompt) {
@@ -133,6 +195,7 @@ int run(const BenchOptions& opts) {
   }
 
   std::vector<std::string> planning_lines;
+  std::vector<std::string> roof_lines;
   for (const int32_t n_threads : *threads) {
     ModelOptions mo = opts.model;
     mo.threads = n_threads;
@@ -158,6 +221,17 @@ int run(const BenchOptions& opts) {
       return std::move(plan).value();
     };
     const std::optional<PlanSummary> decode_plan = plan_of(1);
+    const int64_t bytes_per_token = decode_bytes_per_token(info.path);
+    double bandwidth = 0;
+    bool any_tg = false;
+    for (const int32_t n : *gens) any_tg = any_tg || n > 0;
+    if (bytes_per_token > 0 && any_tg) bandwidth = read_bandwidth(info.n_threads);
+    const double roof_tps = bandwidth > 0 ? bandwidth / static_cast<double>(bytes_per_token) : 0.0;
+    if (roof_tps > 0) {
+      roof_lines.push_back(fmt::format(
+          "{} threads: read bandwidth {:.1f} GB/s / {} of weights read per decode token = roof {:.1f} tok/s",
+          info.n_threads, bandwidth / 1e9, format_bytes(static_cast<double>(bytes_per_token)), roof_tps));
+    }
     const nlohmann::json decode_planning_ms = decode_plan ? nlohmann::json(decode_plan->planning_ms) : nlohmann::json();
 
     for (const bool prompt : {true, false}) {
@@ -196,6 +270,12 @@ int run(const BenchOptions& opts) {
           j["plan_lookup_ms"] = plan ? nlohmann::json(plan->lookup_ms) : nlohmann::json();
           j["graph_build_ms"] = plan ? nlohmann::json(plan->graph_build_ms) : nlohmann::json();
           j["step_ms"] = step_ms;
+          if (!prompt && roof_tps > 0) {
+            j["read_bandwidth_bytes_per_s"] = bandwidth;
+            j["bytes_per_token"] = bytes_per_token;
+            j["roof_tokens_per_second"] = roof_tps;
+            j["fraction_of_roof"] = r->median / roof_tps;
+          }
           j["device"] = info.device;
           j["backends"] = info.backends;
           j["load_ms"] = info.load_ms;
@@ -205,6 +285,10 @@ int run(const BenchOptions& opts) {
                      format_bytes(static_cast<double>(info.file_bytes)), format_count(static_cast<double>(info.n_params)),
                      backends, info.n_threads, r->name, fmt::format("{:.2f} ± {:.2f}", r->median, r->stddev));
         }
+        if (!prompt && roof_tps > 0) {
+          roof_lines.push_back(fmt::format("  {} {} threads: {:.2f} tok/s = {:.0f}% of the roof", r->name,
+                                           info.n_threads, r->median, 100.0 * r->median / roof_tps));
+        }
         std::fflush(stdout);
       }
     }
@@ -212,6 +296,10 @@ int run(const BenchOptions& opts) {
   if (!opts.json) {
     fmt::print("\nmedian of {} repetitions after one warm-up; peak RSS {}\n", opts.repetitions,
                format_bytes(static_cast<double>(peak_rss_bytes())));
+    if (!roof_lines.empty()) {
+      fmt::print("\ndecode roof (read bandwidth / bytes read per token: the most a memory-bound decode can reach):\n");
+      for (const std::string& line : roof_lines) fmt::print("  {}\n", line);
+    }
     if (!planning_lines.empty()) {
       fmt::print("\nscheduler overhead (goal: under 1% of a decode step):\n");
       for (const std::string& line : planning_lines) fmt::print("  {}\n", line);
