@@ -25,7 +25,9 @@ Examples:
 """
 import argparse
 import json
+import multiprocessing
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -98,7 +100,32 @@ def run_geniex(binary, model, args):
 # llama.cpp
 
 def run_llamacpp(model, args):
-    """Returns ({test: tokens_per_second}, info) measured with llama-cpp-python."""
+    """Returns ({test: tokens_per_second}, info) measured with llama-cpp-python in a child
+    process, so that its peak resident memory can be read: info["llamacpp_peak_rss_bytes"] is
+    the child's peak RSS minus its RSS after importing Python, numpy and llama_cpp (what the
+    model, its context and the runs added), comparable with GenieX's whole-process peak."""
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_llamacpp_child, args=(str(model), args, queue))
+    proc.start()
+    try:
+        results, info = queue.get()
+    except Exception as e:  # the child died before answering
+        log(f"bench: llama.cpp run failed: {e}")
+        results, info = {}, {}
+    proc.join()
+    return results, info
+
+
+def _llamacpp_child(model, args, queue):
+    try:
+        queue.put(_llamacpp_measure(model, args))
+    except Exception as e:
+        log(f"bench: llama.cpp run failed: {e}")
+        queue.put(({}, {}))
+
+
+def _llamacpp_measure(model, args):
     try:
         import numpy as np
         import llama_cpp
@@ -106,6 +133,7 @@ def run_llamacpp(model, args):
     except ImportError:
         log("bench: llama-cpp-python is not installed; llama.cpp column left empty")
         return {}, {}
+    rss_after_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     n_ctx = max(1024, args.p + args.n)
     llm = Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=args.threads,
@@ -182,7 +210,9 @@ def run_llamacpp(model, args):
         llama_cpp.llama_batch_free(one)
         if hasattr(llm, "close"):
             llm.close()
-    info = {"llama_cpp_python_version": llama_cpp.__version__, "flash_attn": args.flash_attn}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    info = {"llama_cpp_python_version": llama_cpp.__version__, "flash_attn": args.flash_attn,
+            "llamacpp_peak_rss_bytes": peak - rss_after_imports, "llamacpp_python_baseline_rss_bytes": rss_after_imports}
     return results, info
 
 
@@ -248,6 +278,15 @@ def main():
     for r in rows:
         ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
         print(f"| {r['model']} | {r['test']} | {fmt(r['geniex_tps'])} | {fmt(r['llamacpp_tps'])} | {ratio} |")
+    mems = [r for r in rows if r.get("geniex_peak_rss_bytes") and r.get("llamacpp_peak_rss_bytes")]
+    if mems:
+        print("\npeak resident memory after the tests of each model (GenieX: whole process; llama.cpp: its child "
+              "process minus Python's own RSS after imports)\n")
+        print("| model | after test | GenieX MiB | llama.cpp MiB | ratio |")
+        print("|---|---|---:|---:|---:|")
+        for r in mems:
+            g, c = r["geniex_peak_rss_bytes"] / 2**20, r["llamacpp_peak_rss_bytes"] / 2**20
+            print(f"| {r['model']} | {r['test']} | {g:.0f} | {c:.0f} | {g / c:.2f} |")
     roofs = [r for r in rows if r.get("roof_tps")]
     if roofs:
         print("\ndecode roof = read bandwidth (geniex bench, same threads) / weight bytes read per token\n")

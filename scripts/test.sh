@@ -134,7 +134,7 @@ cli_smoke() {
     cmp -s "$tmp/run1" "$tmp/run2" || fail "geniex run --temp 0 is not deterministic"
 
     "$bin" plan -m "$MODEL" -p 64 >"$tmp/plan" || fail "geniex plan"
-    grep -q '^splits: ' "$tmp/plan" || fail "geniex plan: no summary"
+    grep -q '^nodes: [0-9]* (' "$tmp/plan" || fail "geniex plan: no summary"
     "$bin" plan -m "$MODEL" -p 64 --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["decode"]["rows"] and d["prefill"]["n_tokens"] == 64' \
       || fail "geniex plan --json"
     # Cost model, pictures and traces: a calibrated profile, a mixed plan drawn as SVG/HTML,
@@ -172,6 +172,16 @@ cmake --build build -j "$JOBS"
 
 step "release: ctest"
 ctest --test-dir build --output-on-failure -j "$JOBS"
+
+step "cuda: build-cuda (-DGENIEX_CUDA=ON): the CUDA backend compiled, host tests; GPU tests skip without a GPU"
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGENIEX_WERROR=ON -DGENIEX_BUILD_TESTS=ON \
+    -DGENIEX_BUILD_BENCH=OFF -DGENIEX_SANITIZE=OFF -DGENIEX_FUZZ=OFF -DGENIEX_CUDA=ON
+  cmake --build build-cuda -j "$JOBS" --target test_cuda op_consistency geniex_cli
+  ctest --test-dir build-cuda --output-on-failure -j "$JOBS" -L cuda
+else
+  echo "no nvcc on this machine: CUDA backend not built"
+fi
 
 step "release: README example (build/examples/simple)"
 build/examples/simple "$MODEL" >build/example_simple.out || fail "examples/simple exited non-zero"

@@ -120,8 +120,8 @@ struct PlanSummary {
   std::vector<std::pair<std::string, double>> estimated_us;  // per backend: its nodes' estimated time
   double estimated_copy_us = 0;  // all copies between backends
   double estimated_switch_us = 0;  // starting each split on its backend (wake-up, enqueue, sync)
-  double lookup_ms = 0;          // a step's plan from the cache (signature + lookup)
-  double graph_build_ms = 0;     // building the step's graph (done every step)
+  double lookup_ms = 0;          // a later step's plan from the cache (lookup by the step's shape)
+  double graph_build_ms = 0;     // building the step's graph (once per shape, with planning)
 };
 
 class Model;

@@ -37,6 +37,11 @@ struct StepShape {
   int32_t n_outputs = 1;
 };
 
+// A step's graph depends only on its shape: the key under which its plan is cached.
+inline uint64_t shape_key(const StepShape& s) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(s.n_tokens)) << 32) | static_cast<uint32_t>(s.n_outputs);
+}
+
 class Architecture {
  public:
   virtual ~Architecture() = default;

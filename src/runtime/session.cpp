@@ -104,8 +104,8 @@ Result<std::span<const float>> Session::Impl::eval(std::span<const int32_t> toke
     for (size_t i = 0; i < n_out; ++i) out_rows[i] = static_cast<int32_t>(all_logits ? i : n_real - 1);
 
     if (auto st = kv->begin_batch(seq_ids, positions); !st) return fail(st.take_error());
-    const graph::Graph g = model->arch->build_graph({static_cast<int32_t>(n), static_cast<int32_t>(n_out)});
-    auto plan = scheduler->plan(g);
+    const models::StepShape shape{static_cast<int32_t>(n), static_cast<int32_t>(n_out)};
+    auto plan = scheduler->plan_for_shape(models::shape_key(shape), [&] { return model->arch->build_graph(shape); });
     if (!plan) return fail(plan.take_error());
     backends::StepData step;
     step.tokens = chunk;

@@ -170,6 +170,16 @@ Result<std::shared_ptr<const Plan>> Scheduler::plan(const Graph& g) {
   return made;
 }
 
+Result<std::shared_ptr<const Plan>> Scheduler::plan_for_shape(uint64_t shape_key,
+                                                              const std::function<graph::Graph()>& build) {
+  auto it = shape_cache_.find(shape_key);
+  if (it != shape_cache_.end()) return it->second;
+  const graph::Graph g = build();
+  GX_ASSIGN_OR_RETURN(auto made, plan(g));
+  shape_cache_.emplace(shape_key, made);
+  return made;
+}
+
 Result<std::shared_ptr<const Plan>> Scheduler::make_plan(const Graph& g) const {
   const auto t_start = std::chrono::steady_clock::now();
   if (backends_.empty()) return make_error(ErrorCode::InvalidArgument, "scheduler: no backends");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -73,6 +74,11 @@ class Scheduler {
 
   // The plan for g (from the cache when a graph of the same signature was planned before).
   Result<std::shared_ptr<const Plan>> plan(const graph::Graph& g);
+  // The plan for a step whose graph is fully determined by shape_key (e.g. the token count and
+  // output rows): after the first call for a key, neither the graph is built nor its signature
+  // hashed, so a cached step costs one small map lookup. build() makes the graph on a miss.
+  Result<std::shared_ptr<const Plan>> plan_for_shape(uint64_t shape_key,
+                                                     const std::function<graph::Graph()>& build);
 
   // Runs a plan; returns a host pointer to the output node's tensor (valid until the next
   // execute). Inputs are validated against their nodes' sizes. With options.async and a
@@ -83,7 +89,10 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
 
   size_t cached_plans() const { return cache_.size(); }
-  void clear_cache() { cache_.clear(); }
+  void clear_cache() {
+    cache_.clear();
+    shape_cache_.clear();
+  }
 
  private:
   Result<std::shared_ptr<const Plan>> make_plan(const graph::Graph& g) const;
@@ -99,6 +108,7 @@ class Scheduler {
   int32_t trace_pid_ = -1;
   size_t trace_tokens_ = 0;
   std::unordered_map<uint64_t, std::shared_ptr<const Plan>> cache_;
+  std::unordered_map<uint64_t, std::shared_ptr<const Plan>> shape_cache_;
   std::vector<std::unique_ptr<backends::Buffer>> arenas_;  // per backend
   backends::ExecContext ctx_;
 };

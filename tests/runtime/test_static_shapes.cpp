@@ -276,7 +276,12 @@ TEST(StaticShapes, AllLogitsReturnsRealRowsOnly) {
   auto got = s.eval(prompt, true);
   ASSERT_TRUE(want.has_value() && got.has_value()) << (got ? "" : got.error().to_string());
   ASSERT_EQ(got->size(), prompt.size() * kVocab);
-  EXPECT_TRUE(same_bits(*want, *got)) << "rel diff " << rel_diff(*want, *got);
+  // Not bit for bit here: with every row's logits wanted, the reference runs the last layer on
+  // 129 rows in one step and the padded session on 121 + 8, and on AVX-512 machines the CPU's
+  // Q4_0 kernels do not sum in the same order for every column count (about 1 seed in 9 moves
+  // a logit by ~5e-5 of the range; with GENIEX_CPU_DISABLE=avx512 all 60 seeds tried were
+  // exact). A padding or row-selection error moves logits by 0.7 or more.
+  EXPECT_LT(rel_diff(*want, *got), 1e-4);
   EXPECT_EQ(s.n_past(), 7 + 129);
   EXPECT_EQ(pair.made.back()->last_kv->seq_length(0), 7 + 129);
   // The full step's all-row graph puts every int8 matmul on the double (12); the padded ones
