@@ -53,7 +53,7 @@ struct ExecContext {
   const graph::Graph* graph = nullptr;
   std::vector<void*> data;  // per node id: output storage (weights: the mapped bytes)
   const StepData* step = nullptr;
-  std::vector<RowRange> rows;  // per node id, or empty: every node computes all its rows
+  std::span<const RowRange> rows;  // per node id (the plan's, not copied), or empty: all rows
 
   // The rows node id computes, clamped to [0, n) (n: the node's output rows, ne[0]).
   RowRange rows_of(int32_t id, int64_t n) const {

@@ -13,6 +13,7 @@
 #include "kv/kv_cache.hpp"
 #include "quant/quant.hpp"
 #include "sched/scheduler.hpp"
+#include "../common/random_weights.hpp"
 
 namespace geniex::backends::opencl {
 namespace {
@@ -35,26 +36,11 @@ std::unique_ptr<OpenClBackend> make_backend(const std::string& fault) {
 
 // A small model-like graph: embedding lookup (Q8_0), norm, Q4_0 and Q4_K projections, add.
 struct MiniModel {
-  std::deque<std::vector<uint8_t>> bytes;
-  std::deque<graph::WeightRef> weights;
+  test_support::RandomWeights store;
   graph::Graph g;
 
   int32_t weight(const std::string& name, DType t, int64_t k, int64_t n, std::mt19937& rng) {
-    std::normal_distribution<float> d(0.0f, 0.5f);
-    std::vector<float> x(static_cast<size_t>(k * n));
-    for (float& v : x) v = d(rng);
-    std::vector<uint8_t> q(static_cast<size_t>(row_bytes(t, k) * n));
-    for (int64_t r = 0; r < n; ++r) quant::quantize_row_ref(t, x.data() + r * k, q.data() + r * row_bytes(t, k), k);
-    bytes.push_back(std::move(q));
-    graph::WeightRef w;
-    w.name = name;
-    w.type = t;
-    w.ne[0] = k;
-    w.ne[1] = n;
-    w.data = bytes.back().data();
-    w.nbytes = bytes.back().size();
-    weights.push_back(w);
-    return g.weight(weights.back());
+    return store.add(g, name, t, k, n, rng);
   }
 
   explicit MiniModel(int64_t n_tok) {

@@ -25,6 +25,7 @@
 #include "quant/quant.hpp"
 #include "runtime/model_path.hpp"
 #include "sched/scheduler.hpp"
+#include "../common/random_weights.hpp"
 
 namespace geniex::backends::opencl {
 namespace {
@@ -60,26 +61,11 @@ std::unique_ptr<OpenClBackend> make_backend(const std::string& fault) {
 // x = rows of an embedding; h = norm(x); a = Wa h (Q4_0, 512 rows), b = Wb h (Q4_1, 512 rows),
 // s = a + b; y = Wc s (Q8_0, 384 rows). Every MatMul is large enough to split.
 struct BlockModel {
-  std::deque<std::vector<uint8_t>> bytes;
-  std::deque<graph::WeightRef> weights;
+  test_support::RandomWeights store;
   graph::Graph g;
 
   int32_t weight(const std::string& name, DType t, int64_t k, int64_t n, std::mt19937& rng) {
-    std::normal_distribution<float> d(0.0f, 0.5f);
-    std::vector<float> x(static_cast<size_t>(k * n));
-    for (float& v : x) v = d(rng);
-    std::vector<uint8_t> q(static_cast<size_t>(row_bytes(t, k) * n));
-    for (int64_t r = 0; r < n; ++r) quant::quantize_row_ref(t, x.data() + r * k, q.data() + r * row_bytes(t, k), k);
-    bytes.push_back(std::move(q));
-    graph::WeightRef w;
-    w.name = name;
-    w.type = t;
-    w.ne[0] = k;
-    w.ne[1] = n;
-    w.data = bytes.back().data();
-    w.nbytes = bytes.back().size();
-    weights.push_back(w);
-    return g.weight(weights.back());
+    return store.add(g, name, t, k, n, rng);
   }
 
   explicit BlockModel(int64_t n_tok) {
