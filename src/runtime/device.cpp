@@ -98,7 +98,9 @@ DeviceResolution resolve_device(Device device) {
     // OpenCL: "gpu" takes any OpenCL device (a CPU one such as PoCL too: that is how CI
     // tests the backend); "auto" only a real GPU, since a CPU device would just be a slower
     // CPU backend. Ops the backend cannot run fall back to the CPU node by node.
-    auto probe = backends::opencl::probe_device();
+    // auto probes in a child process: when it finds no GPU, no driver stays loaded here.
+    auto probe = device.kind() == Device::Kind::Gpu ? backends::opencl::probe_device()
+                                                    : backends::opencl::probe_device_isolated();
     if (probe && (probe->is_gpu || device.kind() == Device::Kind::Gpu)) {
       r.backend_names.push_back("opencl");
     } else if (probe) {

@@ -2,9 +2,19 @@
 // context, the program built once from the embedded sources, device facts, fault injection.
 #include "backends/opencl/cl_runtime.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "backends/opencl/kernel_sources.hpp"
@@ -53,12 +63,16 @@ Result<Fault> Fault::parse(std::string_view spec) {
       f.build = true;
     } else if (item == "alloc") {
       f.alloc = true;
+    } else if (item == "probe-crash") {
+      f.probe_crash = true;
+    } else if (item == "probe-hang") {
+      f.probe_hang = true;
     } else if (item.substr(0, 6) == "build:" && item.size() > 6) {
       f.missing_kernels.insert(std::string(item.substr(6)));
     } else {
       return make_error(ErrorCode::InvalidArgument,
                         "GENIEX_OPENCL_FAULT: unknown item '" + std::string(item) +
-                            "' (expected build, build:KERNEL or alloc)");
+                            "' (expected build, build:KERNEL, alloc, probe-crash or probe-hang)");
     }
   }
   return f;
@@ -122,10 +136,111 @@ Result<Choice> choose_device() {
 
 }  // namespace
 
+namespace {
+
+// Set once OpenCL drivers are loaded into this process (an in-process probe or a runtime):
+// from then on probing here costs nothing more.
+std::atomic<bool> drivers_loaded{false};
+
+}  // namespace
+
 Result<ProbedDevice> probe_device() {
+  drivers_loaded.store(true);
   GX_ASSIGN_OR_RETURN(Choice c, choose_device());
   const auto type = device_value<cl_device_type>(c.device, CL_DEVICE_TYPE);
   return ProbedDevice{device_string(c.device, CL_DEVICE_NAME), (type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0};
+}
+
+namespace {
+
+// The child's answer on the pipe: "ok <0|1> <name>" or "error <message>".
+std::string encode_probe(const Result<ProbedDevice>& r) {
+  if (r) return std::string("ok ") + (r->is_gpu ? "1 " : "0 ") + r->name;
+  return "error " + r.error().message;
+}
+
+Result<ProbedDevice> decode_probe(const std::string& msg) {
+  if (msg.rfind("ok ", 0) == 0 && msg.size() >= 5 && (msg[3] == '0' || msg[3] == '1') && msg[4] == ' ') {
+    return ProbedDevice{msg.substr(5), msg[3] == '1'};
+  }
+  if (msg.rfind("error ", 0) == 0) return make_error(ErrorCode::Unsupported, msg.substr(6));
+  return make_error(ErrorCode::BackendError, "opencl: the device probe returned an unreadable answer");
+}
+
+}  // namespace
+
+Result<ProbedDevice> probe_device_in_child(int timeout_ms) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return probe_device();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return probe_device();
+  }
+  if (pid == 0) {
+    // Child: only the probe, then _exit (no atexit handlers, no static destructors).
+    ::close(fds[0]);
+    if (auto fault = Fault::from_env()) {
+      if (fault->probe_crash) ::kill(::getpid(), SIGKILL);
+      if (fault->probe_hang) ::pause();
+    }
+    const std::string msg = encode_probe(probe_device());
+    size_t off = 0;
+    while (off < msg.size()) {
+      const ssize_t n = ::write(fds[1], msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string msg;
+  bool timed_out = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int pr = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      timed_out = pr == 0;
+      break;
+    }
+    char buf[512];
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF: the child is done
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return make_error(ErrorCode::BackendError,
+                      "opencl: the device probe did not answer within " + std::to_string(timeout_ms) + " ms (driver hung?)");
+  }
+  if (WIFSIGNALED(status)) {
+    return make_error(ErrorCode::BackendError, "opencl: the device probe crashed (signal " +
+                                                   std::to_string(WTERMSIG(status)) + "): the OpenCL driver is broken");
+  }
+  return decode_probe(msg);
+}
+
+Result<ProbedDevice> probe_device_isolated(int timeout_ms) {
+  const char* env = std::getenv("GENIEX_OPENCL_PROBE");
+  if ((env != nullptr && std::strcmp(env, "inprocess") == 0) || drivers_loaded.load()) return probe_device();
+  static std::mutex mutex;
+  static std::optional<Result<ProbedDevice>> cached;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!cached) cached.emplace(probe_device_in_child(timeout_ms));
+  return *cached;
 }
 
 ClRuntime::~ClRuntime() {
@@ -148,6 +263,7 @@ Result<std::shared_ptr<ClRuntime>> ClRuntime::get(const Fault& fault) {
 
 Status ClRuntime::init(const Fault& fault) {
   fault_ = fault;
+  drivers_loaded.store(true);
   GX_ASSIGN_OR_RETURN(Choice c, choose_device());
   platform_ = c.platform;
   device_ = c.device;

@@ -24,10 +24,14 @@ std::string cl_error_name(cl_int err);
 //   build         the program fails to build (every op falls back)
 //   build:NAME    kernel NAME is missing from the program (ops needing it fall back)
 //   alloc         every device allocation fails
+//   probe-crash   the child process of probe_device_in_child dies by a signal (a broken driver)
+//   probe-hang    that child never answers (a hung driver)
 struct Fault {
   bool build = false;
   std::set<std::string> missing_kernels;
   bool alloc = false;
+  bool probe_crash = false;
+  bool probe_hang = false;
   std::string spec;  // as given, for messages and the runtime registry key
 
   static Result<Fault> parse(std::string_view spec);
@@ -56,6 +60,17 @@ struct ProbedDevice {
   bool is_gpu = false;  // GPU or accelerator (not a CPU device such as PoCL's)
 };
 Result<ProbedDevice> probe_device();
+
+// probe_device() run in a forked child process, for callers that will not use a device that
+// is not a GPU (`--device auto`): enumerating devices loads every installed OpenCL driver into
+// the process (PoCL brings LLVM: ~60 MiB resident, never unloaded), and a broken driver can
+// crash or hang the process that asks. The child's answer comes back through a pipe; a crash
+// or a child still running after `timeout_ms` is an error (the child is killed). The result
+// is computed once per process and cached. GENIEX_OPENCL_PROBE=inprocess probes in this
+// process instead; so does a process that already holds an OpenCL runtime.
+Result<ProbedDevice> probe_device_isolated(int timeout_ms = 20000);
+// The child-process probe itself, uncached (for tests).
+Result<ProbedDevice> probe_device_in_child(int timeout_ms);
 
 class ClRuntime {
  public:
