@@ -256,6 +256,9 @@ int run(const BenchOptions& opts) {
     for (const std::string& b : info.backends) backends += (backends.empty() ? "" : ",") + b;
     if (backends.empty()) backends = info.device;
     for (const std::string& note : info.device_notes) fmt::print(stderr, "geniex bench: {}\n", note);
+    if (const std::string split = gpu_budget_line(info); !split.empty()) {
+      fmt::print(stderr, "geniex bench: --gpu-memory: {}\n", split);
+    }
 
     auto plan_of = [&](int32_t n_tokens) -> std::optional<PlanSummary> {
       Result<PlanSummary> plan = model->plan(n_tokens);
@@ -369,9 +372,11 @@ Command make_bench_command(CLI::App& root) {
   app->add_option("--device", opts->model.device, "target compute unit")
       ->capture_default_str()
       ->check(CLI::IsMember({"cpu", "gpu", "npu", "auto"}));
-  app->add_option("--gpu-layers", opts->model.gpu_layers, "mixed plan: first N layers on the GPU backend (-1: cost model)")
-      ->capture_default_str()
-      ->check(CLI::Range(-1, 1 << 20));
+  CLI::Option* layers =
+      app->add_option("--gpu-layers", opts->model.gpu_layers, "mixed plan: first N layers on the GPU backend (-1: cost model)")
+          ->capture_default_str()
+          ->check(CLI::Range(-1, 1 << 20));
+  add_gpu_memory_option(*app, opts->model.gpu_memory, layers);
   app->add_flag("--split-rows", opts->model.split_rows, "split large matmuls by rows between the GPU and CPU backends");
   app->add_option("--seed", opts->seed, "seed of the random token ids")->capture_default_str();
   app->add_flag("--json", opts->json, "one JSON object per test and line instead of the table");

@@ -131,6 +131,13 @@ int run(const PlanOptions& opts) {
     j["device_notes"] = info.device_notes;
     j["n_threads"] = info.n_threads;
     j["n_ctx"] = info.n_ctx;
+    if (info.gpu_memory_budget >= 0) {
+      j["gpu_memory"] = {{"budget_bytes", info.gpu_memory_budget},       {"backend", info.gpu_backend},
+                         {"layers", info.gpu_budget_layers},              {"n_layer", info.n_layer},
+                         {"embedding", info.gpu_budget_embedding},        {"output", info.gpu_budget_output},
+                         {"weight_bytes", info.gpu_weight_bytes},         {"overhead_bytes", info.gpu_overhead_bytes},
+                         {"used_bytes", info.gpu_memory_bytes},           {"split", gpu_budget_line(info)}};
+    }
   } else {
     std::string backends;
     for (const std::string& b : info.backends) backends += (backends.empty() ? "" : " > ") + b;
@@ -138,9 +145,11 @@ int run(const PlanOptions& opts) {
     fmt::print("declared device: {}   backends in use: {}   threads: {}   ctx: {}\n", info.device,
                backends.empty() ? "-" : backends, info.n_threads, info.n_ctx);
     fmt::print("placement: {}   device profile: {}\n",
-               info.gpu_layers >= 0 ? fmt::format("first {} layers on the gpu (--gpu-layers)", info.gpu_layers)
-                                    : std::string("cost model"),
+               info.gpu_layers >= 0          ? fmt::format("first {} layers on the gpu (--gpu-layers)", info.gpu_layers)
+               : info.gpu_memory_budget >= 0 ? fmt::format("cost model under a gpu memory budget (--gpu-memory)")
+                                             : std::string("cost model"),
                info.profile);
+    if (info.gpu_memory_budget >= 0) fmt::print("gpu memory budget: {}\n", gpu_budget_line(info));
     for (const std::string& note : info.device_notes) fmt::print("  fallback: {}\n", note);
     fmt::print("\n");
   }
@@ -162,7 +171,8 @@ int run(const PlanOptions& opts) {
     const std::string heading = fmt::format("{} ({} layers), device {} [{}], {}", basename_of(info.path), info.n_layer,
                                             info.device, backends,
                                             info.gpu_layers >= 0 ? fmt::format("--gpu-layers {}", info.gpu_layers)
-                                                                 : std::string("cost model"));
+                                            : info.gpu_memory_budget >= 0 ? "--gpu-memory: " + gpu_budget_line(info)
+                                                                          : std::string("cost model"));
     for (const auto& [file, text] : {std::pair{opts.svg, render_plan_svg(heading, pictures)},
                                      std::pair{opts.html, render_plan_html(heading, pictures)}}) {
       if (file.empty()) continue;
@@ -184,6 +194,7 @@ Command make_plan_command(CLI::App& root) {
   app->footer(
       "Examples: geniex plan --device npu -p 128   (shows the fallback to cpu and why)\n"
       "          geniex plan --device gpu --gpu-layers 15 --html plan.html   (a mixed plan, drawn)\n"
+      "          geniex plan --device gpu --gpu-memory 64M --summary   (the layers that fit 64 MiB on the gpu)\n"
       "Estimates come from the device profile (geniex calibrate) or built-in rates.\n");
   add_model_options(*app, opts->model);
   app->add_option("-p,--n-prompt", opts->n_prefill, "tokens of the prefill step")

@@ -36,6 +36,9 @@ int run(const RunOptions& opts) {
     fmt::print(stderr, "geniex: loaded {} ({}, {} params) in {:.1f} ms\n", info.path, info.architecture,
                format_count(static_cast<double>(info.n_params)), info.load_ms);
     for (const std::string& note : info.device_notes) fmt::print(stderr, "geniex: device: {}\n", note);
+    if (const std::string split = gpu_budget_line(info); !split.empty()) {
+      fmt::print(stderr, "geniex: gpu memory budget: {}\n", split);
+    }
   }
 
   std::vector<ChatMessage> messages;

@@ -52,10 +52,11 @@ void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads, boo
     app.add_option("--device", opts.device, "target compute unit; falls back npu -> gpu -> cpu")
         ->capture_default_str()
         ->check(CLI::IsMember({"cpu", "gpu", "npu", "auto"}));
-    app.add_option("--gpu-layers", opts.gpu_layers,
+    CLI::Option* layers = app.add_option("--gpu-layers", opts.gpu_layers,
                    "mixed plan: the first N layers on the GPU backend, the rest on the CPU (-1: cost model)")
         ->capture_default_str()
         ->check(CLI::Range(-1, 1 << 20));
+    add_gpu_memory_option(app, opts.gpu_memory, layers);
     app.add_flag("--split-rows", opts.split_rows,
                  "split large matmuls by rows between the GPU and CPU backends, run at once");
   }
@@ -73,6 +74,10 @@ Result<Model> load_model(const ModelOptions& opts) {
   }
   Result<Device> device = Device::parse(opts.device);
   if (!device) return device.take_error();
+  int64_t gpu_memory = -1;
+  if (!opts.gpu_memory.empty()) {
+    GX_ASSIGN_OR_RETURN(gpu_memory, parse_size(opts.gpu_memory, "--gpu-memory"));
+  }
   Result<Model> model = ModelBuilder(opts.path)
       .with_device(*device)
       .with_threads(opts.threads)
@@ -80,6 +85,7 @@ Result<Model> load_model(const ModelOptions& opts) {
       .with_kv_cache_type(opts.kv_type == "f32" ? KvCacheType::F32 : KvCacheType::F16)
       .with_load_type(opts.load_type)
       .with_gpu_layers(opts.gpu_layers)
+      .with_gpu_memory(gpu_memory)
       .with_row_split(opts.split_rows)
       .with_trace(opts.trace)
       .build();

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "geniex/geniex.hpp"
+#include "size_arg.hpp"
 
 namespace geniex::cli {
 
@@ -50,12 +51,48 @@ struct ModelOptions {
   std::string kv_type = "f16";
   std::string load_type;  // Hugging Face folders: weight type to convert to while loading
   int32_t gpu_layers = -1;  // --gpu-layers: first N layers on the GPU backend, the rest on the CPU
+  std::string gpu_memory;   // --gpu-memory SIZE: memory budget of the GPU backend ("": none)
   bool split_rows = false;  // --split-rows: large MatMuls split by rows between GPU and CPU
   std::string trace;        // --trace FILE (commands that offer it): Chrome trace of the run
 };
 void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads = true,
                        bool with_ctx = true, bool with_device = true);
 Result<Model> load_model(const ModelOptions& opts);
+
+std::string format_bytes(double bytes);  // (declared again below with the other helpers)
+
+// With a GPU memory budget: "15 of 30 layers on opencl (+ output head), 210 MiB of 256 MiB budget
+// (weights 190 MiB, activations and scratch 20 MiB)"; "" without one.
+inline std::string gpu_budget_line(const ModelInfo& info) {
+  if (info.gpu_memory_budget < 0) return {};
+  if (info.gpu_backend.empty()) return "no gpu backend in use: all layers on the cpu";
+  std::string s = std::to_string(info.gpu_budget_layers) + " of " + std::to_string(info.n_layer) + " layers on " +
+                  info.gpu_backend;
+  if (info.gpu_budget_embedding) s += " + embedding";
+  if (info.gpu_budget_output) s += " + output head";
+  s += ", " + format_bytes(static_cast<double>(info.gpu_memory_bytes)) + " of " +
+       format_bytes(static_cast<double>(info.gpu_memory_budget)) + " budget";
+  if (info.gpu_memory_bytes > 0) {
+    s += " (weights " + format_bytes(static_cast<double>(info.gpu_weight_bytes)) + ", activations and scratch " +
+         format_bytes(static_cast<double>(info.gpu_overhead_bytes)) + ")";
+  }
+  return s;
+}
+
+// --gpu-memory SIZE (parse_size; a bad value is a usage error naming it) excluding --gpu-layers.
+inline CLI::Option* add_gpu_memory_option(CLI::App& app, std::string& value, CLI::Option* gpu_layers) {
+  CLI::Option* o = app.add_option("--gpu-memory", value,
+                                  "GPU memory budget (512M, 1.5G, 2GiB, bytes): the scheduler puts the layers that save "
+                                  "the most time per byte on the GPU backend, the rest on the CPU")
+                       ->check(CLI::Validator(
+                           [](std::string& v) {
+                             auto r = parse_size(v, "");  // CLI11 names the option
+                             return r ? std::string() : r.error().message;
+                           },
+                           "SIZE"));
+  if (gpu_layers != nullptr) o->excludes(gpu_layers);
+  return o;
+}
 
 // Sampling and generation flags, defaults taken from GenerationConfig.
 struct SamplingOptions {

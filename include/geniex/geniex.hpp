@@ -95,6 +95,18 @@ struct ModelInfo {
   std::string profile;          // device profile the cost model uses: its path, or "built-in defaults"
   std::string profile_warning;  // why a profile file was not used (malformed...), else ""
   int32_t gpu_layers = -1;      // forced GPU layers (with_gpu_layers), -1: placed by the cost model
+  // GPU memory budget (with_gpu_memory), -1: none. With a budget and a GPU backend, the split
+  // chosen at build (for a step of n_batch tokens, kept by every step shape): the GPU backend,
+  // its transformer layers of n_layer, whether the embedding / output head go there, and the
+  // bytes it holds: weights of those units plus activations and scratch (gpu_overhead_bytes).
+  int64_t gpu_memory_budget = -1;
+  std::string gpu_backend;
+  int32_t gpu_budget_layers = 0;
+  bool gpu_budget_embedding = false;
+  bool gpu_budget_output = false;
+  int64_t gpu_weight_bytes = 0;
+  int64_t gpu_overhead_bytes = 0;
+  int64_t gpu_memory_bytes = 0;  // weights + overhead, <= the budget; 0 when nothing is on the GPU
 };
 
 // One row of the scheduler's placement (see `geniex plan`).
@@ -200,6 +212,12 @@ class ModelBuilder {
   // run still fall back. Applies when the device resolves to a GPU backend (gpu, auto); -1
   // (default): the cost model places every node.
   ModelBuilder& with_gpu_layers(int32_t n);
+  // Mixed CPU/GPU plans under a memory budget: the GPU backend holds at most `bytes` (its
+  // weights, activations and scratch; the KV cache stays in host memory); the scheduler picks
+  // the transformer layers (and embedding / output head) that save the most estimated time per
+  // byte, the rest run on the CPU. 0: all on the CPU; -1 (default): no budget. Excludes
+  // with_gpu_layers (build() fails when both are set).
+  ModelBuilder& with_gpu_memory(int64_t bytes);
   // Device profile for the cost model (see `geniex calibrate`); "" (default): $GENIEX_PROFILE,
   // else $XDG_CACHE_HOME/geniex/profile.json or ~/.cache/geniex/profile.json, else built-in rates.
   ModelBuilder& with_profile(std::string path);
@@ -221,6 +239,7 @@ class ModelBuilder {
   KvCacheType kv_type_ = KvCacheType::F16;
   std::string load_type_;
   int32_t gpu_layers_ = -1;
+  int64_t gpu_memory_ = -1;
   std::string profile_path_;
   bool row_split_ = false;
   std::string trace_path_;

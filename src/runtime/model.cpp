@@ -69,6 +69,10 @@ ModelBuilder& ModelBuilder::with_gpu_layers(int32_t n) {
   gpu_layers_ = n;
   return *this;
 }
+ModelBuilder& ModelBuilder::with_gpu_memory(int64_t bytes) {
+  gpu_memory_ = bytes;
+  return *this;
+}
 ModelBuilder& ModelBuilder::with_row_split(bool on) {
   row_split_ = on;
   return *this;
@@ -103,11 +107,16 @@ Result<Model> ModelBuilder::build() const {
   // A lambda inside the friend's member can reach Model's private constructor.
   auto build_model = [](const std::string& path, Device device, int32_t n_threads,
                         int32_t n_ctx, KvCacheType kv_type, const std::string& load_type,
-                        int32_t gpu_layers, const std::string& profile_path) -> Result<Model> {
+                        int32_t gpu_layers, int64_t gpu_memory, const std::string& profile_path) -> Result<Model> {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 0) return make_error(ErrorCode::InvalidArgument, "threads must be >= 0");
   if (gpu_layers < -1) return make_error(ErrorCode::InvalidArgument, "gpu layers must be >= 0 (or -1: cost model)");
   if (n_ctx < 0) return make_error(ErrorCode::InvalidArgument, "context size must be >= 0");
+  if (gpu_memory < -1) return make_error(ErrorCode::InvalidArgument, "gpu memory must be >= 0 bytes (or -1: no budget)");
+  if (gpu_memory >= 0 && gpu_layers >= 0) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "a gpu memory budget and forced gpu layers exclude each other (set one of them)");
+  }
   auto impl = std::make_shared<Model::Impl>();
   impl->path = path;
   impl->kv_type = kv_type == KvCacheType::F32 ? DType::F32 : DType::F16;
@@ -203,12 +212,50 @@ Result<Model> ModelBuilder::build() const {
                                   " layers run on the cpu");
     }
   }
+  if (gpu_memory >= 0) {
+    info.gpu_memory_budget = gpu_memory;
+    const bool has_gpu = std::any_of(impl->backend_names.begin(), impl->backend_names.end(),
+                                     [](const std::string& b) { return b != "cpu"; });
+    if (!has_gpu) {
+      info.device_notes.push_back("gpu memory budget: no GPU backend in use; all " + std::to_string(hp.n_layer) +
+                                  " layers run on the cpu");
+    } else {
+      // Chosen once, for the largest step (n_batch tokens: the most activations), with the
+      // attention scratch for the whole context; every Session and step shape keeps it.
+      impl->placement.gpu_memory_bytes = gpu_memory;
+      const graph::Graph g = impl->arch->build_graph({impl->n_batch, 1});
+      impl->placement.gpu_overhead_bytes = sched::estimate_gpu_overhead_bytes(g, impl->n_ctx, kv_elem);
+      impl->placement.budget_memo = std::make_shared<sched::GpuBudgetMemo>();
+      GX_ASSIGN_OR_RETURN(auto backends, create_backends(impl->backend_names, 1, impl->cpu_weights));
+      std::vector<backends::Backend*> ptrs;
+      for (auto& b : backends) ptrs.push_back(b.get());
+      sched::Placement placed;
+      GX_TRY(sched::place(g, ptrs, impl->placement, placed));
+      for (const backends::Backend* b : ptrs) {
+        if (b->kind() != backends::DeviceKind::Cpu) {
+          info.gpu_backend = std::string(b->name());
+          break;
+        }
+      }
+      if (placed.budget) {
+        const sched::GpuBudgetChoice& c = *placed.budget;
+        info.gpu_budget_layers = c.n_layers_gpu;
+        for (const sched::GpuUnit& u : c.units) {
+          if (u.key == sched::kEmbeddingUnit) info.gpu_budget_embedding = u.on_gpu;
+          if (u.key == sched::kOutputUnit) info.gpu_budget_output = u.on_gpu;
+        }
+        info.gpu_weight_bytes = c.weight_bytes;
+        info.gpu_overhead_bytes = c.overhead;
+        info.gpu_memory_bytes = c.used;
+      }
+    }
+  }
   info.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return Model(std::move(impl));
   };
   try {
     GX_ASSIGN_OR_RETURN(Model model, build_model(path_, device_, n_threads_, n_ctx_, kv_type_, load_type_,
-                                                 gpu_layers_, profile_path_));
+                                                 gpu_layers_, gpu_memory_, profile_path_));
     model.impl_->row_split = row_split_;
     if (!trace_path_.empty()) {
       GX_TRY(sched::TraceRecorder().write(trace_path_));  // fail now, not when the trace is due

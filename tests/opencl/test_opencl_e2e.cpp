@@ -21,6 +21,7 @@
 #include "core/cpu_features.hpp"
 #include "geniex/geniex.hpp"
 #include "runtime/model_path.hpp"
+#include "sched/profile.hpp"
 
 namespace geniex {
 namespace {
@@ -152,6 +153,74 @@ TEST(OpenClEndToEnd, MixedPlanGreedyTokensMatchCpu) {
     EXPECT_GE(plan->n_splits, 2);
   }
   expect_greedy_matches_cpu(*cpu, *mixed, "mixed");
+}
+
+// A GPU memory budget instead of a layer count: with a profile that makes OpenCL fast (so the
+// unconstrained plan puts every layer there), half the weights' budget gets some layers but
+// not all, within the budget, reasons naming it, and the CPU's greedy tokens; budget 0: all CPU.
+TEST(OpenClEndToEnd, MemoryBudgetGreedyTokensMatchCpu) {
+  GX_REQUIRE_MODEL();
+  auto probe = backends::opencl::probe_device();
+  if (!probe) GTEST_SKIP() << "no OpenCL device: " << probe.error().message;
+  sched::DeviceProfile profile = sched::default_profile();
+  sched::BackendProfile ocl = sched::default_backend_profile("opencl");
+  ocl.launch_us = ocl.split_us = ocl.transfer_latency_us = 1;
+  ocl.memory_gbps = 500;
+  ocl.upload_gbps = ocl.download_gbps = 50;
+  for (const DType t : {DType::F32, DType::F16, DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    ocl.matmul_decode_gflops[t] = 500;
+    ocl.matmul_prefill_gflops[t] = 5000;
+  }
+  profile.set(ocl);
+  const std::string path = ::testing::TempDir() + "geniex_gpu_budget_profile.json";
+  ASSERT_TRUE(sched::save_profile(profile, path).has_value());
+  const auto build = [&](int64_t bytes) {
+    return ModelBuilder(test_support::default_model_path())
+        .with_device(Device::gpu())
+        .with_threads(2)
+        .with_context(512)
+        .with_profile(path)
+        .with_gpu_memory(bytes)
+        .build();
+  };
+  auto cpu = ModelBuilder(test_support::default_model_path()).with_device(Device::cpu()).with_threads(2).with_context(512).build();
+  ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+  auto all = build(int64_t{1} << 40);
+  ASSERT_TRUE(all.has_value()) << all.error().to_string();
+  ASSERT_EQ(all->info().gpu_backend, "opencl");
+  ASSERT_EQ(all->info().gpu_budget_layers, all->info().n_layer);
+  const int64_t budget = all->info().gpu_overhead_bytes + all->info().gpu_weight_bytes / 2;
+  auto mixed = build(budget);
+  ASSERT_TRUE(mixed.has_value()) << mixed.error().to_string();
+  const ModelInfo& info = mixed->info();
+  EXPECT_EQ(info.gpu_memory_budget, budget);
+  EXPECT_LE(info.gpu_memory_bytes, budget);
+  EXPECT_GT(info.gpu_budget_layers, 0);
+  EXPECT_LT(info.gpu_budget_layers, info.n_layer);
+  for (const int32_t n_tokens : {1, 9}) {
+    auto plan = mixed->plan(n_tokens);
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    int on_gpu = 0, on_cpu = 0;
+    for (const PlanRow& r : plan->rows) {
+      if (r.op == "input" || r.op == "copy") continue;
+      EXPECT_EQ(r.reason.rfind("gpu memory budget ", 0), 0u) << r.name << ": " << r.reason;
+      (r.backend == "opencl" ? on_gpu : on_cpu) += 1;
+    }
+    EXPECT_GT(on_gpu, 0);
+    EXPECT_GT(on_cpu, 0);
+  }
+  auto none = build(0);
+  ASSERT_TRUE(none.has_value()) << none.error().to_string();
+  EXPECT_EQ(none->info().gpu_memory_bytes, 0);
+  auto plan = none->plan(1);
+  ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+  for (const PlanRow& r : plan->rows) {
+    if (r.op != "input") {
+      EXPECT_EQ(r.backend, "cpu") << r.name << ": " << r.reason;
+    }
+  }
+  expect_greedy_matches_cpu(*cpu, *mixed, "budget");
+  std::remove(path.c_str());
 }
 
 void expect_greedy_matches_cpu(const Model& cpu_model, const Model& other, const char* label) {
