@@ -11,28 +11,12 @@
 
 #include "backends/opencl/cl_runtime.hpp"
 #include "runtime/impl.hpp"
+#include "../common/scoped_env.hpp"
 
 namespace geniex::backends::opencl {
 namespace {
 
-// Sets an environment variable for the scope of a test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty()) ::unsetenv(name_);
-    else ::setenv(name_, old_.c_str(), 1);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-};
+using test_support::ScopedEnv;
 
 bool maps_contain(const std::string& needle) {
   std::ifstream maps("/proc/self/maps");

@@ -18,6 +18,7 @@
 #include <optional>
 #include <random>
 
+#include "../common/scoped_env.hpp"
 #include "../common/static_int8_double.hpp"
 #include "../common/test_seed.hpp"
 #include "../common/tiny_model.hpp"
@@ -53,24 +54,7 @@ test_support::TinyLlamaConfig int8_config() {
 // output row only, which is not a 128-row operand).
 constexpr int kMatmulsPerStep = 6 + 4;
 
-// Sets an environment variable for a scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test_support::ScopedEnv;
 
 std::string write_tiny(const std::string& name) {
   const std::string path = (std::filesystem::temp_directory_path() /
