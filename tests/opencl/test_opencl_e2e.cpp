@@ -26,6 +26,12 @@
 namespace geniex {
 namespace {
 
+// The OpenCL exact paths reproduce the CPU's file-layout AVX2 arithmetic; the CPU's default
+// packed AVX2 tiles sum each dot product in another order (logits move by up to ~1 and greedy
+// tokens part at near-ties). GENIEX_AVX2_EXACT=1, read when a model loads, puts the CPU on
+// that reference order for every model of this test program.
+const bool kCpuExactOrder = [] { return ::setenv("GENIEX_AVX2_EXACT", "1", 1) == 0; }();
+
 constexpr int kNewTokens = 64;
 // Without the exact attention path: the largest gap between the CPU's best logit and the
 // logit of the token the GPU chose that still counts as a tie, 0.1% of SmolLM2's ~50 logit
@@ -39,7 +45,7 @@ bool exact_attention() {
 #if defined(__x86_64__) && defined(__GLIBC__)
   auto rt = backends::opencl::ClRuntime::get(backends::opencl::Fault{});
   const CpuFeatures& f = cpu_features();
-  return rt && (*rt)->has_kernel("attention_exact_f32") && f.avx2 && f.fma && f.f16c;
+  return kCpuExactOrder && rt && (*rt)->has_kernel("attention_exact_f32") && f.avx2 && f.fma && f.f16c;
 #else
   return false;
 #endif

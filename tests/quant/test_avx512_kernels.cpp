@@ -61,8 +61,8 @@ namespace geniex {
 namespace {
 
 TEST(PackedQ4_0x8, RepackDequantizeAndGemmMatchReference) {
-  const cpu::PackedKernels* pk = cpu::packed_kernels_for(DType::Q4_0, 256, 64);
-  if (pk == nullptr) GTEST_SKIP() << "no packed Q4_0 layout on this CPU (needs AVX-512 F+BW)";
+  const cpu::PackedKernels* pk = cpu::packed_kernels_for_isa(DType::Q4_0, "avx512");
+  if (pk == nullptr) GTEST_SKIP() << "no packed Q4_0x8 layout on this CPU (needs AVX-512 F+BW)";
   const cpu::TypeKernels* ref = cpu::kernels_for_isa(DType::Q4_0, "scalar");
   const uint32_t seed = std::random_device{}();
   std::printf("seed %u\n", seed);

@@ -121,7 +121,12 @@ TEST(LlamaCppParity, GreedySixtyFourTokens) {
       logits = session->eval(next);
       ASSERT_TRUE(logits.has_value());
     }
-    EXPECT_LE(forced_mismatch, 3u) << run["name"];
+    // How many near-tie steps differ depends on the order each dot product is summed in, so
+    // the bound comes from GenieX's own kernel orders on these runs (2026-12-01, SmolLM2 Q4_1,
+    // chat_mountain is the worst run for each): the file-layout AVX2 order 2, the scalar
+    // reference 4, the packed AVX2 tiles 5 (their logits: mean |diff| 0.113 against the
+    // scalar reference's 0.135). More than 6 would be drift, not order.
+    EXPECT_LE(forced_mismatch, 6u) << run["name"];
     std::printf("  %-16s %zu/%zu greedy tokens identical free-running; %zu further near-tie "
                 "differences under teacher forcing\n",
                 run["name"].get<std::string>().c_str(), same, expected.size(), forced_mismatch);

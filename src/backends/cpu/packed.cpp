@@ -88,6 +88,15 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   const bool avx512 = f.avx512f && f.avx512bw && f.avx2 && f.fma && f.f16c;
   if (std::strcmp(isa, "avx512") == 0) return avx512 ? avx512::packed_kernels(t) : nullptr;
   if (std::strcmp(isa, "avx512vnni") == 0) return avx512 && f.avx512vnni ? avx512vnni::packed_kernels(t) : nullptr;
+  if (std::strcmp(isa, "avx2") == 0 && f.avx2 && f.fma && f.f16c) {
+    // Q4_K, Q6_K (packed_k.cpp). They have no exact variant: GENIEX_AVX2_EXACT=1 keeps those
+    // weights in the file's layout, whose AVX2 kernels are the reference order.
+    const char* exact = std::getenv("GENIEX_AVX2_EXACT");
+    if (exact == nullptr || std::strcmp(exact, "1") != 0) {
+      if (const PackedKernels* k = avx2::packed_kernels_k(t)) return k;
+    }
+  }
+  if (std::strcmp(isa, "avx2") == 0) return f.avx2 && f.fma && f.f16c ? avx2::packed_kernels(t) : nullptr;
 #else
   (void)t;
 #endif
@@ -97,7 +106,8 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows) {
   if (repack_disabled() || n % 32 != 0 || n_rows % 8 != 0) return nullptr;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni")) return k;
-  return packed_kernels_for_isa(t, "avx512");
+  if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512")) return k;
+  return packed_kernels_for_isa(t, "avx2");  // own layouts (packed_tiles_avx2.cpp)
 }
 
 }  // namespace geniex::cpu

@@ -30,7 +30,8 @@ struct PackedKernels {
 // nullptr to keep the file's layout. Honours GENIEX_REPACK=0.
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows);
 
-// Kernels of a given ISA ("avx512" or "avx512vnni") for tests that compare implementations;
+// Kernels of a given ISA ("avx512", "avx512vnni", or "avx2": its own layouts, see
+// packed_tiles_avx2.cpp) for tests that compare implementations;
 // nullptr when not compiled in, not supported by this CPU, or no layout for t.
 const PackedKernels* packed_kernels_for_isa(DType t, const char* isa);
 
@@ -42,5 +43,14 @@ void repack_q8_0x8(const void* src, void* dst, int64_t n, int64_t n_rows);
 void dequantize_q4_0x8_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q4_1x8_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q8_0x8_row(const void* base, int64_t row, float* dst, int64_t n);
+
+// K-quant layouts (packed_k.cpp), per group of 8 rows and 256-element super-block, each
+// row's fields in 4-byte chunks, chunk k of the 8 rows together (32 bytes, row r at 4r):
+//   Q4_Kx8 (1152 bytes): 8 fp16 d, 8 fp16 dmin, 3 chunks of scale bytes, 32 chunks of quants;
+//   Q6_Kx8 (1680 bytes): 8 fp16 d, 4 chunks of scales, 32 chunks of ql, 16 chunks of qh.
+void repack_q4_kx8(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q6_kx8(const void* src, void* dst, int64_t n, int64_t n_rows);
+void dequantize_q4_kx8_row(const void* base, int64_t row, float* dst, int64_t n);
+void dequantize_q6_kx8_row(const void* base, int64_t row, float* dst, int64_t n);
 
 }  // namespace geniex::cpu

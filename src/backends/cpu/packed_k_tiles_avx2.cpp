@@ -1,0 +1,299 @@
+// AVX2 register tiles over the packed K-quant layouts Q4_Kx8 and Q6_Kx8 (packed_k.cpp) with
+// Q8_K activations: 8 weight rows (one i32 lane each) x C activation columns per tile. Each
+// 256-bit load of quants holds 4 consecutive quant bytes of each of the 8 rows; the matching
+// 4 activation bytes are broadcast (vpbroadcastd), so maddubs + madd give every row's dot
+// product in its own lane with no horizontal sums. Each weight super-block is decoded once
+// per column tile, each activation super-block once per column.
+//
+// Integer sums are exact (bounds at each step below); per super-block and column the float
+// work is (d_w * d_a) * sum [- (dmin_w * d_a) * min_sum], accumulated over super-blocks in
+// order. Every column goes through the same instructions whatever the tile width, so results
+// do not depend on how many columns a call has (1-column decode == prefill, bit for bit).
+//
+// Compiled with -mavx2 -mfma -mf16c and only called after a run-time CPU check: everything
+// here is file-local (no inline functions shared with other files).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/kernels_internal.hpp"
+#include "backends/cpu/packed.hpp"
+#include "quant/quant.hpp"
+
+namespace geniex::cpu::avx2 {
+namespace {
+
+constexpr size_t kActBytes = sizeof(quant::BlockQ8_K);  // float d, 256 qs, 16 bsums
+constexpr size_t kActQs = 4;
+constexpr size_t kActBsums = 4 + 256;
+constexpr size_t kQ4KBlock = 1152;  // group block: 8 rows x one super-block
+constexpr size_t kQ6KBlock = 1680;
+constexpr int kColTile = 4;
+
+inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+// The 4 bytes at p in every i32 lane.
+inline __m256i bcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+inline float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Shuffle patterns over registers that hold 4 bytes per row (row r in i32 lane r).
+// dup_u8(i): lane r = (byte i of lane r, zero-extended) in both i16 halves.
+inline __m256i dup_u8(int i) {
+  const __m256i base = _mm256_set1_epi32(static_cast<int32_t>(0x80008000u | static_cast<uint32_t>(i) << 16 |
+                                                              static_cast<uint32_t>(i)));
+  const __m256i lane = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+  return _mm256_add_epi8(base, lane);  // 0x80 + offset keeps bit 7: still a zeroing index
+}
+// hi_u8(i, k): lane r = (byte i << 8, byte k << 8) as i16; srai by 8 sign-extends them.
+inline __m256i hi_u8(int i, int k) {
+  const __m256i base = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(k) << 24 | 0x00800000u |
+                                                              static_cast<uint32_t>(i) << 8 | 0x80u));
+  const __m256i lane = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+  return _mm256_add_epi8(base, lane);
+}
+
+// An empty asm that makes v's current value opaque: keeps GCC from regrouping the running
+// sums below into trees of temporaries (which spills the column tiles to the stack).
+inline void keep(__m256i& v) { __asm__("" : "+x"(v)); }
+
+inline void prefetch_block(const uint8_t* p, size_t bytes) {
+  for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
+}
+
+// Super-blocks ahead that 1-column (decode) tiles prefetch; group blocks of consecutive
+// groups are contiguous, so this runs into the next group (or harmlessly past the matrix).
+constexpr int kPrefetchBlocks = 3;
+
+// ---- Q4_K x 8 ------------------------------------------------------------------------------
+// Group block: d[8], dmin[8] (fp16), the 12 scale bytes as 3 chunks P0 (bytes 0-3), P1 (4-7),
+// P2 (8-11), then 32 quant chunks (chunk k = bytes 4k..4k+3 of each row's qs). Chunk 8*j2 + s
+// holds elements 64*j2 + 4s.. in its low nibbles (sub-block 2*j2) and 64*j2 + 32 + 4s.. in its
+// high nibbles (sub-block 2*j2 + 1).
+//
+// Bounds: maddubs pair <= 2 * 15 * 128 = 3840, 8 chunks per sub-block in i16 <= 30720;
+// x scale (<= 63) via madd <= 3.9e6 per sub-block, <= 3.1e7 per super-block. Mins:
+// 63 * 2 * 16 * 128 per sub-block, <= 2.1e6 per super-block.
+template <int C>
+void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, float* out, int64_t os) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i m3f = _mm256_set1_epi8(0x3f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + static_cast<size_t>(b) * kQ4KBlock;
+    if constexpr (C == 1 && kPrefetchBlocks > 0) prefetch_block(blk + kPrefetchBlocks * kQ4KBlock, kQ4KBlock);
+    const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
+    // Scales and mins of the 8 sub-blocks, one byte per row and sub-block (4 per register).
+    const __m256i p0 = load256(blk + 32), p1 = load256(blk + 64), p2 = load256(blk + 96);
+    const __m256i sc_lo = _mm256_and_si256(p0, m3f);
+    const __m256i sc_hi = _mm256_or_si256(_mm256_and_si256(p2, low4), _mm256_and_si256(_mm256_srli_epi16(p0, 2), m30));
+    const __m256i mn_lo = _mm256_and_si256(p1, m3f);
+    const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p2, 4), low4),
+                                          _mm256_and_si256(_mm256_srli_epi16(p1, 2), m30));
+    // Min term: sum_j min_j * (bsums[2j] + bsums[2j+1]).
+    __m256i imin[C];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m256i mn = _mm256_shuffle_epi8(j < 4 ? mn_lo : mn_hi, dup_u8(j % 4));
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const __m256i t = _mm256_madd_epi16(mn, bcast4(ab + c * as + kActBsums + 4 * j));
+        imin[c] = j == 0 ? t : _mm256_add_epi32(imin[c], t);
+        keep(imin[c]);
+      }
+    }
+    __m256i isum[C];
+    const uint8_t* q = blk + 128;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, dup_u8(j % 4));
+      __m256i s16[C];
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        const __m256i raw = load256(q + static_cast<size_t>((j / 2) * 8 + s) * 32);
+        const __m256i w = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4) : _mm256_and_si256(raw, low4);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+          const __m256i p = _mm256_maddubs_epi16(w, bcast4(ab + c * as + kActQs + 32 * j + 4 * s));
+          s16[c] = s == 0 ? p : _mm256_add_epi16(s16[c], p);
+          keep(s16[c]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const __m256i t = _mm256_madd_epi16(s16[c], sc);
+        isum[c] = j == 0 ? t : _mm256_add_epi32(isum[c], t);
+        keep(isum[c]);
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+    const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const __m256 da = _mm256_set1_ps(load_f32(ab + c * as));
+      acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[c]), acc[c]);
+      acc[c] = _mm256_fnmadd_ps(_mm256_mul_ps(mw, da), _mm256_cvtepi32_ps(imin[c]), acc[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+}
+
+// ---- Q6_K x 8 ------------------------------------------------------------------------------
+// Group block: d[8] (fp16), the 16 int8 scales as 4 chunks, 32 ql chunks, 16 qh chunks.
+// Within half n (128 elements), ql chunk 16n + 8h + t (t < 8) holds elements 32h + 4t.. in its
+// low nibbles and 64 + 32h + 4t.. in its high nibbles; qh chunk 8n + t holds bits 4-5 of
+// elements 32Q + 4t.. at bits 2Q, 2Q+1 (Q = 0..3).
+//
+// Quants are used unsigned (0..63) and the offset comes off per row exactly:
+// sum (q - 32) a sc = sum q a sc - 32 sum_j sc_j bsums_j. Bounds: maddubs pair
+// <= 2 * 63 * 128 = 16128, two chunks in i16 <= 32256; x scale (|sc| <= 128) via madd, per
+// super-block |sum| <= 16 * 16 * 63 * 128 * 128 = 2.7e8; offset term <= 32 * 16 * 128 * 2048
+// = 1.4e8.
+template <int C>
+void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, float* out, int64_t os) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  __m256 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = grp + static_cast<size_t>(b) * kQ6KBlock;
+    if constexpr (C == 1 && kPrefetchBlocks > 0) prefetch_block(blk + kPrefetchBlocks * kQ6KBlock, kQ6KBlock);
+    const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
+    __m256i sreg[4];
+    for (int k = 0; k < 4; ++k) sreg[k] = load256(blk + 16 + 32 * k);
+    // Offset term: sum_j' (sc_2j', sc_2j'+1) . (bsums_2j', bsums_2j'+1).
+    __m256i icorr[C];
+#pragma GCC unroll 8
+    for (int jp = 0; jp < 8; ++jp) {
+      const int i = 2 * (jp % 2);
+      const __m256i pair = _mm256_srai_epi16(_mm256_shuffle_epi8(sreg[jp / 2], hi_u8(i, i + 1)), 8);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const __m256i t = _mm256_madd_epi16(pair, bcast4(ab + c * as + kActBsums + 4 * jp));
+        icorr[c] = jp == 0 ? t : _mm256_add_epi32(icorr[c], t);
+        keep(icorr[c]);
+      }
+    }
+    __m256i isum[C];
+    const uint8_t* ql = blk + 144;
+    const uint8_t* qh = blk + 1168;
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+#pragma GCC unroll 4
+      for (int Q = 0; Q < 4; ++Q) {
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; ++u) {
+          const int sb = 8 * n + 2 * Q + u;
+          const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(sreg[sb / 4], hi_u8(sb % 4, sb % 4)), 8);
+          __m256i s16[C];
+#pragma GCC unroll 4
+          for (int i = 0; i < 4; ++i) {
+            const int t = 4 * u + i;
+            const __m256i l = load256(ql + static_cast<size_t>(16 * n + 8 * (Q & 1) + t) * 32);
+            const __m256i h = load256(qh + static_cast<size_t>(8 * n + t) * 32);
+            __m256i lo, hb;
+            if (Q < 2) {
+              lo = _mm256_and_si256(l, low4);
+            } else {
+              lo = _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+            }
+            if (Q == 0) {
+              hb = _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
+            } else if (Q == 1) {
+              hb = _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
+            } else if (Q == 2) {
+              hb = _mm256_and_si256(h, m30);
+            } else {
+              hb = _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
+            }
+            const __m256i w = _mm256_or_si256(lo, hb);
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) {
+              const __m256i p = _mm256_maddubs_epi16(w, bcast4(ab + c * as + kActQs + 128 * n + 32 * Q + 4 * t));
+              s16[c] = (i % 2 == 0) ? p : _mm256_add_epi16(s16[c], p);
+              keep(s16[c]);
+              if (i % 2 == 1) {
+                const __m256i m = _mm256_madd_epi16(s16[c], sc);
+                isum[c] = (sb == 0 && i == 1) ? m : _mm256_add_epi32(isum[c], m);
+                keep(isum[c]);
+              }
+            }
+          }
+        }
+      }
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const __m256 da = _mm256_set1_ps(load_f32(ab + c * as));
+      const __m256i tot = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(icorr[c], 5));
+      acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(tot), acc[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+}
+
+// ---- drivers -------------------------------------------------------------------------------
+
+using TileFn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*, int64_t);
+
+// Columns in blocks that fit in L2 (~256 KiB of activations); per block, each group of 8 rows
+// (a few KiB of weights, kept in L1) against every column tile of the block.
+template <size_t kGroupBlock, TileFn T4, TileFn T3, TileFn T2, TileFn T1>
+void gemm_kx8(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const void* a, size_t a_stride,
+              int64_t n_cols, float* out, int64_t out_stride) {
+  const int64_t nb = n / 256;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  const int64_t groups = n_rows / 8;
+  const int64_t cb = std::max<int64_t>(kColTile, static_cast<int64_t>((256 << 10) / std::max<size_t>(a_stride, 1)) /
+                                                     kColTile * kColTile);
+  for (int64_t cb0 = 0; cb0 < n_cols; cb0 += cb) {
+    const int64_t cb1 = std::min(n_cols, cb0 + cb);
+    for (int64_t g = 0; g < groups; ++g) {
+      const uint8_t* grp = wb + static_cast<size_t>(g * nb) * kGroupBlock;
+      float* og = out + g * 8;
+      int64_t c = cb0;
+      for (; c + kColTile <= cb1; c += kColTile) {
+        T4(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, og + c * out_stride, out_stride);
+      }
+      const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
+      switch (cb1 - c) {
+        case 3: T3(nb, grp, ac, a_stride, og + c * out_stride, out_stride); break;
+        case 2: T2(nb, grp, ac, a_stride, og + c * out_stride, out_stride); break;
+        case 1: T1(nb, grp, ac, a_stride, og + c * out_stride, out_stride); break;
+        default: break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const PackedKernels* packed_kernels_k(DType t) {
+  static const PackedKernels q4_k{
+      "q4_kx8", &gemm_kx8<kQ4KBlock, &q4_k_tile<4>, &q4_k_tile<3>, &q4_k_tile<2>, &q4_k_tile<1>>,
+      &dequantize_q4_kx8_row, &repack_q4_kx8};
+  static const PackedKernels q6_k{
+      "q6_kx8", &gemm_kx8<kQ6KBlock, &q6_k_tile<4>, &q6_k_tile<3>, &q6_k_tile<2>, &q6_k_tile<1>>,
+      &dequantize_q6_kx8_row, &repack_q6_kx8};
+  switch (t) {
+    case DType::Q4_K: return &q4_k;
+    case DType::Q6_K: return &q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace geniex::cpu::avx2

@@ -1,0 +1,242 @@
+// The AVX2 packed 8-row layouts (Q4_0, Q4_1, Q8_0, Q5_0; packed_tiles_avx2.cpp): repack and
+// row read-back bit-exact with the reference, gemm near the scalar reference within a bound
+// derived from float rounding, outputs outside the rows untouched, every column of a batch the
+// same bits alone (decode) and in any window of columns (tile position, tails), and the
+// GENIEX_AVX2_EXACT=1 kernels bit for bit the file layout's AVX2 gemm.
+// Skipped with a message on CPUs without AVX2+FMA+F16C.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels.hpp"
+#include "backends/cpu/packed.hpp"
+#include "core/cpu_features.hpp"
+#include "core/fp16.hpp"
+#include "quant/quant.hpp"
+#include "test_util.hpp"
+
+namespace geniex {
+namespace {
+
+struct Case {
+  int64_t k, rows, cols;
+};
+
+// Byte offsets of the per-row fp16 fields in the file's block: d, and Q4_1's m.
+int n_fields(DType t) { return t == DType::Q4_1 ? 2 : 1; }
+
+// Weight rows: quantized normal values (Q4_1 rows shifted so the mins matter), raw random
+// quant bytes (every code, Q8_0's -128 included) under random scales, and all-extreme codes
+// (largest i16 partial sums in the kernels).
+std::vector<uint8_t> make_weights(DType t, const Case& s, std::mt19937& rng) {
+  const size_t wrow = static_cast<size_t>(row_bytes(t, s.k));
+  const size_t bbytes = static_cast<size_t>(row_bytes(t, 32));
+  std::vector<uint8_t> w(wrow * static_cast<size_t>(s.rows));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::vector<float> f(static_cast<size_t>(s.k));
+  for (int64_t r = 0; r < s.rows; ++r) {
+    uint8_t* row = w.data() + static_cast<size_t>(r) * wrow;
+    const int kind = static_cast<int>(rng() % 4);
+    if (kind <= 1) {
+      const float shift = t == DType::Q4_1 ? nd(rng) : 0.0f;
+      for (float& v : f) v = nd(rng) + shift;
+      quant::quantize_row_ref(t, f.data(), row, s.k);
+      continue;
+    }
+    for (int64_t b = 0; b < s.k / 32; ++b) {
+      uint8_t* blk = row + static_cast<size_t>(b) * bbytes;
+      for (size_t i = 2 * static_cast<size_t>(n_fields(t)); i < bbytes; ++i) {
+        if (kind == 2) {
+          blk[i] = static_cast<uint8_t>(byte(rng));
+        } else {
+          // Q8_0: -128 or 127 in turn (|w| x |a| at its largest); 4- and 5-bit: every bit set.
+          blk[i] = t == DType::Q8_0 ? static_cast<uint8_t>(i % 2 ? 0x80 : 0x7f) : 0xff;
+        }
+      }
+      for (int fi = 0; fi < n_fields(t); ++fi) {
+        const uint16_t h = f32_to_fp16(nd(rng) * 0.05f);
+        std::memcpy(blk + 2 * fi, &h, 2);
+      }
+    }
+  }
+  return w;
+}
+
+// Activation columns: normal values at varied scales, constant +c and -c (all codes +-127).
+std::vector<uint8_t> make_acts(const cpu::TypeKernels* ref, const Case& s, std::mt19937& rng) {
+  const size_t arow = static_cast<size_t>(row_bytes(ref->act_type, s.k));
+  std::vector<uint8_t> a(arow * static_cast<size_t>(s.cols));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> f(static_cast<size_t>(s.k));
+  for (int64_t c = 0; c < s.cols; ++c) {
+    const int kind = static_cast<int>(rng() % 5);
+    for (float& v : f) v = kind == 3 ? 1.5f : kind == 4 ? -0.75f : nd(rng) * (kind == 0 ? 0.01f : 3.0f);
+    ref->quantize_act(f.data(), a.data() + static_cast<size_t>(c) * arow, s.k);
+  }
+  return a;
+}
+
+// Sum over blocks of |d_w d_a| sum_i |q_i a_i| (+ |m_w s_a| for Q4_1) for weight row w and
+// activation row a: what the float rounding of any evaluation order scales with (block sums
+// or the 8-lane partial sums of the decode path alike).
+double magnitude(DType t, const uint8_t* w, const uint8_t* a, int64_t k) {
+  const size_t bbytes = static_cast<size_t>(row_bytes(t, 32));
+  const size_t abytes = t == DType::Q4_1 ? sizeof(quant::BlockQ8_1) : sizeof(quant::BlockQ8_0);
+  const size_t aq = t == DType::Q4_1 ? 4 : 2;
+  double m = 0;
+  std::vector<uint8_t> blk(bbytes);
+  float q[32];
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const uint8_t* wb = w + static_cast<size_t>(b) * bbytes;
+    const uint8_t* ab = a + static_cast<size_t>(b) * abytes;
+    // The block's integer codes: its dequantization with d = 1 and m = 0.
+    std::memcpy(blk.data(), wb, bbytes);
+    const uint16_t one = f32_to_fp16(1.0f), zero = 0;
+    std::memcpy(blk.data(), &one, 2);
+    if (t == DType::Q4_1) std::memcpy(blk.data() + 2, &zero, 2);
+    quant::dequantize_row_ref(t, blk.data(), q, 32);
+    double sumi = 0;
+    for (int i = 0; i < 32; ++i) sumi += std::fabs(static_cast<double>(q[i]) * static_cast<int8_t>(ab[aq + static_cast<size_t>(i)]));
+    uint16_t dw, da;
+    std::memcpy(&dw, wb, 2);
+    std::memcpy(&da, ab, 2);
+    m += std::fabs(static_cast<double>(fp16_to_f32(dw)) * static_cast<double>(fp16_to_f32(da)) * sumi);
+    if (t == DType::Q4_1) {
+      uint16_t mw, sa;
+      std::memcpy(&mw, wb + 2, 2);
+      std::memcpy(&sa, ab + 2, 2);
+      m += std::fabs(static_cast<double>(fp16_to_f32(mw)) * static_cast<double>(fp16_to_f32(sa)));
+    }
+  }
+  return m;
+}
+
+void check_type(DType t) {
+  const cpu::PackedKernels* pk = cpu::packed_kernels_for_isa(t, "avx2");
+  if (pk == nullptr) GTEST_SKIP() << "no AVX2 packed kernels for " << dtype_name(t) << " on this CPU";
+  const CpuFeatures& f = cpu_features();
+  if (!f.avx512f || !f.avx512bw) {
+    // Without AVX-512 the AVX2 layouts are the ones the CPU backend repacks into.
+    EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), pk);
+  }
+  ::setenv("GENIEX_AVX2_EXACT", "1", 1);
+  const cpu::PackedKernels* exact = cpu::packed_kernels_for_isa(t, "avx2");
+  ::unsetenv("GENIEX_AVX2_EXACT");
+  const cpu::TypeKernels* ref = cpu::kernels_for_isa(t, "scalar");
+  ASSERT_NE(ref, nullptr);
+  std::mt19937 rng = test::make_rng(0xa2u + static_cast<uint32_t>(t));
+  std::vector<Case> cases = {{32, 8, 1},    {64, 16, 4},   {96, 40, 5},   {160, 8, 7},    {576, 48, 13},
+                             {1536, 32, 9}, {2048, 16, 1}, {8192, 8, 3},  {576, 24, 17},  {128, 64, 2}};
+  for (int i = 0; i < 12; ++i) {
+    cases.push_back({32 * static_cast<int64_t>(1 + rng() % 80), 8 * static_cast<int64_t>(1 + rng() % 9),
+                     static_cast<int64_t>(1 + rng() % 21)});
+  }
+  for (const Case& s : cases) {
+    SCOPED_TRACE(testing::Message() << dtype_name(t) << " k=" << s.k << " rows=" << s.rows << " cols=" << s.cols);
+    const size_t wrow = static_cast<size_t>(row_bytes(t, s.k));
+    const size_t arow = static_cast<size_t>(row_bytes(ref->act_type, s.k));
+    const std::vector<uint8_t> w = make_weights(t, s, rng);
+    const std::vector<uint8_t> a = make_acts(ref, s, rng);
+
+    // Repack: same size; repacking group ranges separately (as the loader's threads do) gives
+    // the same bytes as one call.
+    std::vector<uint8_t> packed(w.size()), parts(w.size(), 0xcd);
+    pk->repack(w.data(), packed.data(), s.k, s.rows);
+    const int64_t split = s.rows / 16 * 8;
+    if (split > 0) pk->repack(w.data(), parts.data(), s.k, split);
+    pk->repack(w.data() + static_cast<size_t>(split) * wrow, parts.data() + static_cast<size_t>(split) * wrow, s.k,
+               s.rows - split);
+    ASSERT_EQ(packed, parts);
+
+    // Rows read back bit for bit.
+    std::vector<float> want_row(static_cast<size_t>(s.k)), got_row(want_row);
+    for (int64_t r = 0; r < s.rows; ++r) {
+      quant::dequantize_row_ref(t, w.data() + static_cast<size_t>(r) * wrow, want_row.data(), s.k);
+      pk->dequantize_row(packed.data(), r, got_row.data(), s.k);
+      ASSERT_EQ(std::memcmp(want_row.data(), got_row.data(), want_row.size() * 4), 0) << "row " << r;
+    }
+
+    // gemm over all columns, rows split in two at a multiple of 8 like the backend's threads;
+    // outputs have a stride past the rows, whose padding must stay NaN.
+    const int64_t os = s.rows + 5;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> want(static_cast<size_t>(os * s.cols), nan), got(want);
+    ref->gemm(s.k, w.data(), wrow, s.rows, a.data(), arow, s.cols, want.data(), os);
+    if (split > 0) pk->gemm(s.k, packed.data(), wrow, split, a.data(), arow, s.cols, got.data(), os);
+    pk->gemm(s.k, packed.data() + static_cast<size_t>(split) * wrow, wrow, s.rows - split, a.data(), arow, s.cols,
+             got.data() + split, os);
+    for (int64_t c = 0; c < s.cols; ++c) {
+      for (int64_t r = 0; r < os; ++r) {
+        const float g = got[static_cast<size_t>(c * os + r)];
+        if (r >= s.rows) {
+          ASSERT_TRUE(std::isnan(g)) << "wrote past the rows: c=" << c << " r=" << r;
+          continue;
+        }
+        ASSERT_FALSE(std::isnan(g)) << "unwritten output c=" << c << " r=" << r;
+        const double m = magnitude(t, w.data() + static_cast<size_t>(r) * wrow, a.data() + static_cast<size_t>(c) * arow, s.k);
+        // Both sides round once per block product and once per accumulation: a few units of
+        // 2^-24 per block on the sum of the blocks' magnitudes.
+        const double bound = 4.0 * static_cast<double>(s.k / 32 + 2) * std::ldexp(1.0, -24) * m + 1e-30;
+        const float wv = want[static_cast<size_t>(c * os + r)];
+        ASSERT_LE(std::fabs(static_cast<double>(g) - static_cast<double>(wv)), bound) << "c=" << c << " r=" << r << ": " << g << " vs " << wv;
+      }
+    }
+
+    // Decode vs batch: each column alone (decode) and in windows of columns that move it to
+    // other tile positions and tails gives the same bits as in the full batch.
+    std::vector<float> one(static_cast<size_t>(s.rows), nan);
+    for (int64_t c = 0; c < s.cols; ++c) {
+      pk->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(c) * arow, arow, 1, one.data(), s.rows);
+      ASSERT_EQ(std::memcmp(one.data(), got.data() + c * os, one.size() * 4), 0) << "column " << c << " alone";
+    }
+    for (int64_t start = 1; start + 2 <= s.cols && start < 4; ++start) {
+      for (int64_t end : {s.cols, std::min<int64_t>(s.cols, start + 2 + (start % 3))}) {
+        std::vector<float> sub(static_cast<size_t>(os * (end - start)), nan);
+        pk->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(start) * arow, arow, end - start,
+                 sub.data(), os);
+        for (int64_t c = start; c < end; ++c) {
+          ASSERT_EQ(std::memcmp(sub.data() + (c - start) * os, got.data() + c * os, static_cast<size_t>(s.rows) * 4), 0)
+              << "column " << c << " in the batch " << start << ".." << end;
+        }
+      }
+    }
+
+    // GENIEX_AVX2_EXACT=1: same layout, the file layout's AVX2 gemm bit for bit, in a batch
+    // and one column at a time.
+    if (exact != nullptr) {
+      ASSERT_NE(exact, pk);
+      const cpu::TypeKernels* avx2 = cpu::kernels_for_isa(t, "avx2");
+      ASSERT_NE(avx2, nullptr);
+      std::vector<float> file(want.size(), nan), ex(want.size(), nan);
+      avx2->gemm(s.k, w.data(), wrow, s.rows, a.data(), arow, s.cols, file.data(), os);
+      exact->gemm(s.k, packed.data(), wrow, s.rows, a.data(), arow, s.cols, ex.data(), os);
+      ASSERT_EQ(std::memcmp(ex.data(), file.data(), ex.size() * 4), 0) << "exact batch vs the file layout";
+      const int64_t c = s.cols - 1;
+      exact->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(c) * arow, arow, 1, one.data(), s.rows);
+      ASSERT_EQ(std::memcmp(one.data(), file.data() + c * os, one.size() * 4), 0) << "exact column alone vs the file layout";
+    }
+  }
+}
+
+TEST(Avx2Packed, Q4_0) { check_type(DType::Q4_0); }
+TEST(Avx2Packed, Q4_1) { check_type(DType::Q4_1); }
+TEST(Avx2Packed, Q8_0) { check_type(DType::Q8_0); }
+TEST(Avx2Packed, Q5_0) { check_type(DType::Q5_0); }
+
+// The dispatcher honours GENIEX_REPACK=0 (file layout kept).
+TEST(Avx2Packed, RepackCanBeDisabled) {
+  ::setenv("GENIEX_REPACK", "0", 1);
+  const cpu::PackedKernels* k = cpu::packed_kernels_for(DType::Q4_0, 256, 64);
+  ::unsetenv("GENIEX_REPACK");
+  EXPECT_EQ(k, nullptr);
+}
+
+}  // namespace
+}  // namespace geniex

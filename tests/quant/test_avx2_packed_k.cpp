@@ -1,0 +1,218 @@
+// AVX2 packed K-quant layouts (Q4_Kx8, Q6_Kx8; packed_k.cpp, packed_k_tiles_avx2.cpp):
+// repacking keeps the 8-row group offsets, rows read back bit-exact, gemm matches a double
+// reference and the scalar kernels on random and extreme blocks, writes every output and
+// nothing else, and a column's result does not depend on the call's other columns or rows.
+// Skipped with a message on CPUs without AVX2+FMA+F16C.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/kernels.hpp"
+#include "backends/cpu/packed.hpp"
+#include "core/fp16.hpp"
+#include "quant/quant.hpp"
+#include "quant/test_util.hpp"
+
+namespace geniex {
+namespace {
+
+enum class Fill { Quantized, RandomBytes, Extreme };
+
+// n_rows rows of k elements of type t (Q4_K or Q6_K).
+std::vector<uint8_t> make_weights(DType t, int64_t k, int64_t n_rows, Fill fill, std::mt19937& rng) {
+  const size_t wrow = static_cast<size_t>(row_bytes(t, k));
+  std::vector<uint8_t> w(wrow * static_cast<size_t>(n_rows));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> ud(0.001f, 0.05f);
+  std::vector<float> f(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    uint8_t* row = w.data() + static_cast<size_t>(r) * wrow;
+    if (fill == Fill::Quantized) {
+      const float shift = nd(rng);  // asymmetric rows exercise Q4_K's mins
+      for (float& v : f) v = nd(rng) * 0.5f + shift;
+      quant::quantize_row_ref(t, f.data(), row, k);
+      continue;
+    }
+    for (size_t i = 0; i < wrow; ++i) row[i] = static_cast<uint8_t>(byte(rng));
+    const bool extreme = fill == Fill::Extreme;
+    for (int64_t b = 0; b < k / 256; ++b) {
+      if (t == DType::Q4_K) {
+        auto* blk = reinterpret_cast<quant::BlockQ4_K*>(row) + b;
+        blk->d = f32_to_fp16(extreme ? 65504.0f : ud(rng));
+        blk->dmin = f32_to_fp16(extreme ? 65504.0f : ud(rng));
+        if (extreme) {
+          // Every 6-bit scale and min 63; quants all 15 (or all 0 on odd rows).
+          std::memset(blk->scales, 0xff, sizeof(blk->scales));
+          std::memset(blk->qs, r % 2 == 0 ? 0xff : 0x00, sizeof(blk->qs));
+        }
+      } else {
+        auto* blk = reinterpret_cast<quant::BlockQ6_K*>(row) + b;
+        blk->d = f32_to_fp16(extreme ? 65504.0f : ud(rng));
+        if (extreme) {
+          // Scales -128 / 127, quants all 63 or all 0 (q - 32 = 31 or -32).
+          for (int j = 0; j < 16; ++j) blk->scales[j] = static_cast<int8_t>(j % 2 == 0 ? -128 : 127);
+          std::memset(blk->ql, r % 2 == 0 ? 0xff : 0x00, sizeof(blk->ql));
+          std::memset(blk->qh, r % 2 == 0 ? 0xff : 0x00, sizeof(blk->qh));
+        }
+      }
+    }
+  }
+  return w;
+}
+
+// n_cols Q8_K activation rows; Extreme: every quant +-127 (one sign per 16, bsums at +-2032).
+std::vector<uint8_t> make_acts(int64_t k, int64_t n_cols, Fill fill, std::mt19937& rng) {
+  const size_t arow = static_cast<size_t>(row_bytes(DType::Q8_K, k));
+  std::vector<uint8_t> a(arow * static_cast<size_t>(n_cols));
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> f(static_cast<size_t>(k));
+  for (int64_t c = 0; c < n_cols; ++c) {
+    uint8_t* row = a.data() + static_cast<size_t>(c) * arow;
+    if (fill != Fill::Extreme) {
+      for (float& v : f) v = nd(rng) * 2.0f;
+      if (c == 1) std::fill(f.begin(), f.begin() + 256, 0.0f);  // an all-zero block (d = 0)
+      quant::quantize_row_ref(DType::Q8_K, f.data(), row, k);
+      continue;
+    }
+    for (int64_t b = 0; b < k / 256; ++b) {
+      auto* blk = reinterpret_cast<quant::BlockQ8_K*>(row) + b;
+      blk->d = 1.0f / 127.0f;
+      for (int g = 0; g < 16; ++g) {
+        const int8_t v = (rng() & 1) ? 127 : -127;
+        for (int i = 0; i < 16; ++i) blk->qs[16 * g + i] = v;
+        blk->bsums[g] = static_cast<int16_t>(16 * v);
+      }
+    }
+  }
+  return a;
+}
+
+void check_packed_k(DType t, Fill fill) {
+  const cpu::PackedKernels* pk = cpu::packed_kernels_for_isa(t, "avx2");
+  if (pk == nullptr) GTEST_SKIP() << "no AVX2 packed kernels for " << dtype_name(t) << " on this CPU";
+  const cpu::TypeKernels* ref = cpu::kernels_for_isa(t, "scalar");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_EQ(ref->act_type, DType::Q8_K);
+  std::mt19937 rng = test::make_rng(static_cast<uint32_t>(t) * 16 + static_cast<uint32_t>(fill));
+  struct Shape { int64_t k, rows, cols; };
+  const Shape shapes[] = {{256, 8, 1},    {512, 16, 5},  {1536, 136, 13}, {2304, 24, 7}, {256, 136, 4},
+                          {2304, 8, 13},  {512, 64, 2},  {1536, 8, 3},    {256, 40, 9},  {2304, 16, 1}};
+  for (const Shape s : shapes) {
+    SCOPED_TRACE(testing::Message() << dtype_name(t) << " k=" << s.k << " rows=" << s.rows << " cols=" << s.cols
+                                    << " fill=" << static_cast<int>(fill));
+    const size_t wrow = static_cast<size_t>(row_bytes(t, s.k));
+    const size_t arow = static_cast<size_t>(row_bytes(DType::Q8_K, s.k));
+    const std::vector<uint8_t> w = make_weights(t, s.k, s.rows, fill, rng);
+    const std::vector<uint8_t> a = make_acts(s.k, s.cols, fill, rng);
+    std::vector<uint8_t> packed(w.size());
+    pk->repack(w.data(), packed.data(), s.k, s.rows);
+
+    // Groups of 8 rows keep their offsets: repacking rows 8g.. alone gives the same bytes at 8g * wrow.
+    for (int64_t g = 0; g < s.rows / 8; ++g) {
+      std::vector<uint8_t> one(8 * wrow);
+      pk->repack(w.data() + static_cast<size_t>(g) * 8 * wrow, one.data(), s.k, 8);
+      ASSERT_EQ(std::memcmp(one.data(), packed.data() + static_cast<size_t>(g) * 8 * wrow, one.size()), 0) << "group " << g;
+    }
+    // Rows read back bit-exact.
+    std::vector<float> want_row(static_cast<size_t>(s.k)), got_row(want_row);
+    std::vector<std::vector<float>> wf(static_cast<size_t>(s.rows));
+    for (int64_t r = 0; r < s.rows; ++r) {
+      quant::dequantize_row_ref(t, w.data() + static_cast<size_t>(r) * wrow, want_row.data(), s.k);
+      pk->dequantize_row(packed.data(), r, got_row.data(), s.k);
+      ASSERT_EQ(std::memcmp(want_row.data(), got_row.data(), want_row.size() * 4), 0) << "row " << r;
+      wf[static_cast<size_t>(r)] = want_row;
+    }
+    std::vector<std::vector<float>> af(static_cast<size_t>(s.cols), std::vector<float>(static_cast<size_t>(s.k)));
+    for (int64_t c = 0; c < s.cols; ++c) {
+      quant::dequantize_row_ref(DType::Q8_K, a.data() + static_cast<size_t>(c) * arow, af[static_cast<size_t>(c)].data(), s.k);
+    }
+
+    // Batched gemm, rows split in two calls like threads do, into a NaN-poisoned output with
+    // padding between columns that must stay untouched.
+    const float poison = std::numeric_limits<float>::quiet_NaN();
+    const int64_t os = s.rows + 3;
+    std::vector<float> got(static_cast<size_t>(os * s.cols), poison);
+    const int64_t half = s.rows / 16 * 8;
+    if (half > 0) pk->gemm(s.k, packed.data(), wrow, half, a.data(), arow, s.cols, got.data(), os);
+    pk->gemm(s.k, packed.data() + static_cast<size_t>(half) * wrow, wrow, s.rows - half, a.data(), arow, s.cols,
+             got.data() + half, os);
+    std::vector<float> scal(static_cast<size_t>(s.rows * s.cols), poison);
+    ref->gemm(s.k, w.data(), wrow, s.rows, a.data(), arow, s.cols, scal.data(), s.rows);
+    for (int64_t c = 0; c < s.cols; ++c) {
+      for (int64_t r = 0; r < os; ++r) {
+        const float g = got[static_cast<size_t>(c * os + r)];
+        if (r >= s.rows) {
+          ASSERT_TRUE(std::isnan(g)) << "write outside the rows at c=" << c << " r=" << r;
+          continue;
+        }
+        ASSERT_FALSE(std::isnan(g)) << "unwritten output c=" << c << " r=" << r;
+        double want = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < s.k; ++i) {
+          const double p = static_cast<double>(wf[static_cast<size_t>(r)][static_cast<size_t>(i)]) *
+                           static_cast<double>(af[static_cast<size_t>(c)][static_cast<size_t>(i)]);
+          want += p;
+          mag += std::fabs(p);
+        }
+        // Exact integer sums per super-block; float rounding only in the per-block scaling
+        // and the accumulation over blocks.
+        const double tol = 2e-6 * mag + 1e-30;
+        ASSERT_LE(std::fabs(static_cast<double>(g) - want), tol) << "c=" << c << " r=" << r << " got " << g << " want " << want;
+        const float sv = scal[static_cast<size_t>(c * s.rows + r)];
+        ASSERT_LE(std::fabs(static_cast<double>(g) - static_cast<double>(sv)), 2.0 * tol)
+            << "vs scalar c=" << c << " r=" << r << " got " << g << " scalar " << sv;
+      }
+    }
+    // Each column alone (decode) gives the batch's result bit for bit.
+    for (int64_t c = 0; c < s.cols; ++c) {
+      std::vector<float> one(static_cast<size_t>(s.rows), poison);
+      pk->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(c) * arow, arow, 1, one.data(), s.rows);
+      for (int64_t r = 0; r < s.rows; ++r) {
+        ASSERT_EQ(std::memcmp(&one[static_cast<size_t>(r)], &got[static_cast<size_t>(c * os + r)], 4), 0)
+            << "1-column call differs at c=" << c << " r=" << r << ": " << one[static_cast<size_t>(r)] << " vs "
+            << got[static_cast<size_t>(c * os + r)];
+      }
+    }
+  }
+}
+
+TEST(Avx2PackedK, Q4_KQuantized) { check_packed_k(DType::Q4_K, Fill::Quantized); }
+TEST(Avx2PackedK, Q4_KRandomBytes) { check_packed_k(DType::Q4_K, Fill::RandomBytes); }
+TEST(Avx2PackedK, Q4_KExtreme) { check_packed_k(DType::Q4_K, Fill::Extreme); }
+TEST(Avx2PackedK, Q6_KQuantized) { check_packed_k(DType::Q6_K, Fill::Quantized); }
+TEST(Avx2PackedK, Q6_KRandomBytes) { check_packed_k(DType::Q6_K, Fill::RandomBytes); }
+TEST(Avx2PackedK, Q6_KExtreme) { check_packed_k(DType::Q6_K, Fill::Extreme); }
+
+// The CPU backend picks these layouts for K-quant matrices (rows a multiple of 8), and not
+// with GENIEX_REPACK=0.
+TEST(Avx2PackedK, Selection) {
+  if (cpu::packed_kernels_for_isa(DType::Q4_K, "avx2") == nullptr) GTEST_SKIP() << "no AVX2 on this CPU";
+  const char* old = std::getenv("GENIEX_REPACK");
+  const std::string saved = old ? old : "";
+  ::unsetenv("GENIEX_REPACK");
+  const cpu::PackedKernels* q4 = cpu::packed_kernels_for(DType::Q4_K, 2048, 64);
+  const cpu::PackedKernels* q6 = cpu::packed_kernels_for(DType::Q6_K, 2048, 64);
+  const cpu::PackedKernels* odd = cpu::packed_kernels_for(DType::Q4_K, 2048, 60);
+  ::setenv("GENIEX_REPACK", "0", 1);
+  const cpu::PackedKernels* off = cpu::packed_kernels_for(DType::Q4_K, 2048, 64);
+  if (old) {
+    ::setenv("GENIEX_REPACK", saved.c_str(), 1);
+  } else {
+    ::unsetenv("GENIEX_REPACK");
+  }
+  ASSERT_NE(q4, nullptr);
+  ASSERT_NE(q6, nullptr);
+  EXPECT_STREQ(q4->name, "q4_kx8");
+  EXPECT_STREQ(q6->name, "q6_kx8");
+  EXPECT_EQ(odd, nullptr);
+  EXPECT_EQ(off, nullptr);
+}
+
+}  // namespace
+}  // namespace geniex
