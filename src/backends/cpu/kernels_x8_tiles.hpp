@@ -39,9 +39,37 @@ struct X8Traits<X8Format::Q8_0> {
 
 // Per activation column and block (column-major): d_a, Q4_1's s_a, and for Q4_0 / Q8_0 (VNNI)
 // the per-lane correction -bias * (sum of the activation bytes feeding the lane).
+//
+// Not std::vector<float> / std::vector<int32_t>: their member functions instantiated in an
+// AVX-512 translation unit are weak symbols, and the linker may keep this copy for every other
+// translation unit too, putting AVX-512 instructions into code that runs on any CPU (SIGILL on
+// AVX2-only CPUs, seen in the ASan build). X8Buffer, a class of this file's anonymous
+// namespace, has internal linkage.
+template <class T>
+class X8Buffer {
+ public:
+  X8Buffer() = default;
+  ~X8Buffer() { delete[] p_; }
+  X8Buffer(const X8Buffer&) = delete;
+  X8Buffer& operator=(const X8Buffer&) = delete;
+  // At least n elements (contents unspecified after growth).
+  void reserve(size_t n) {
+    if (n <= n_) return;
+    delete[] p_;
+    p_ = new T[n];
+    n_ = n;
+  }
+  size_t size() const { return n_; }
+  T* data() { return p_; }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_ = 0;
+};
+
 struct X8ActTerms {
-  std::vector<float> d, t;
-  std::vector<int32_t> corr;
+  X8Buffer<float> d, t;
+  X8Buffer<int32_t> corr;
 };
 
 template <X8Format F, bool kVnni>
@@ -53,11 +81,9 @@ template <X8Format F, bool kVnni>
 void x8_prepare(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, X8ActTerms* out) {
   constexpr int kLanes = x8_corr_lanes<F, kVnni>();
   const size_t n = static_cast<size_t>(n_cols * nb);
-  if (out->d.size() < n) {
-    out->d.resize(n);
-    out->t.resize(n);
-    out->corr.resize(n * kLanes);
-  }
+  out->d.reserve(n);
+  out->t.reserve(n);
+  out->corr.reserve(n * kLanes);
   for (int64_t c = 0; c < n_cols; ++c) {
     const uint8_t* row = a + static_cast<size_t>(c) * a_stride;
     float* d = out->d.data() + c * nb;
