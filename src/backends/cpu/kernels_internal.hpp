@@ -25,8 +25,9 @@ void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_k
                      float* scores);
 void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc);
 void exp_f32_row(const float* x, float* y, int64_t n);
-// Kernels for the AVX2 packed 8-row layout of weight type t (packed_tiles_avx2.cpp), or nullptr.
-const PackedKernels* packed_kernels(DType t);
+// Kernels for the AVX2 packed 8-row layout of weight type t (packed_tiles_avx2.cpp), or nullptr;
+// exact: tiles in the file-layout AVX2 kernels' summation order (GENIEX_AVX2_EXACT=1).
+const PackedKernels* packed_kernels(DType t, bool exact);
 // The same for the K-quant layouts Q4_Kx8 / Q6_Kx8 (packed_k_tiles_avx2.cpp), or nullptr.
 const PackedKernels* packed_kernels_k(DType t);
 }  // namespace avx2

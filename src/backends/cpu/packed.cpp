@@ -88,15 +88,16 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   const bool avx512 = f.avx512f && f.avx512bw && f.avx2 && f.fma && f.f16c;
   if (std::strcmp(isa, "avx512") == 0) return avx512 ? avx512::packed_kernels(t) : nullptr;
   if (std::strcmp(isa, "avx512vnni") == 0) return avx512 && f.avx512vnni ? avx512vnni::packed_kernels(t) : nullptr;
-  if (std::strcmp(isa, "avx2") == 0 && f.avx2 && f.fma && f.f16c) {
-    // Q4_K, Q6_K (packed_k.cpp). They have no exact variant: GENIEX_AVX2_EXACT=1 keeps those
-    // weights in the file's layout, whose AVX2 kernels are the reference order.
-    const char* exact = std::getenv("GENIEX_AVX2_EXACT");
-    if (exact == nullptr || std::strcmp(exact, "1") != 0) {
-      if (const PackedKernels* k = avx2::packed_kernels_k(t)) return k;
-    }
+  if (std::strcmp(isa, "avx2") == 0) {
+    if (!(f.avx2 && f.fma && f.f16c)) return nullptr;
+    // GENIEX_AVX2_EXACT=1 (read here, once per weight at load): the file-layout kernels'
+    // summation order. The 32-block layouts have exact tiles for it; the K-quant layouts
+    // (packed_k.cpp) do not, so those weights stay in the file's layout then.
+    const char* env = std::getenv("GENIEX_AVX2_EXACT");
+    const bool exact = env != nullptr && std::strcmp(env, "1") == 0;
+    if (const PackedKernels* k = avx2::packed_kernels(t, exact)) return k;
+    return exact ? nullptr : avx2::packed_kernels_k(t);
   }
-  if (std::strcmp(isa, "avx2") == 0) return f.avx2 && f.fma && f.f16c ? avx2::packed_kernels(t) : nullptr;
 #else
   (void)t;
 #endif

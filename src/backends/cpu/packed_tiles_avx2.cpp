@@ -449,11 +449,10 @@ constexpr PackedKernels kPackedExact[] = {
 
 }  // namespace
 
-// GENIEX_AVX2_EXACT=1 (read at each call, i.e. once per weight at load): every column through
-// tile_exact, the file layout's arithmetic bit for bit, ~2x slower prefill than the tiles.
-const PackedKernels* packed_kernels(DType t) {
-  const char* env = std::getenv("GENIEX_AVX2_EXACT");
-  const PackedKernels* table = env != nullptr && std::strcmp(env, "1") == 0 ? kPackedExact : kPacked;
+// exact (GENIEX_AVX2_EXACT=1, read by packed.cpp): every column through tile_exact, the file
+// layout's arithmetic bit for bit, ~2x slower prefill than the tiles.
+const PackedKernels* packed_kernels(DType t, bool exact) {
+  const PackedKernels* table = exact ? kPackedExact : kPacked;
   switch (t) {
     case DType::Q4_0: return &table[0];
     case DType::Q4_1: return &table[1];
