@@ -73,6 +73,16 @@ cli_smoke() {
   local dir="$1" quick="${2:-}"
   local bin="$dir/tools/geniex"
   local tmp
+  # Commands that load PoCL into the process (--device gpu, calibrate). Under ASan, LeakSanitizer's
+  # stop-the-world tracer can crash at exit while PoCL's worker threads wind down ("Tracer caught
+  # signal 11 ... LeakSanitizer has encountered a fatal error", google/sanitizers#1353): a fault of
+  # the sanitizer, seen once in CI on `geniex calibrate`, not reproduced in 11 reruns. Those commands
+  # run here with leak detection off; leaks on the OpenCL paths stay checked by the OpenCL tests in
+  # the same build's ctest. Memory errors stay checked everywhere.
+  local gpu_env=()
+  if [ "$(basename "$dir")" = build-asan ]; then
+    gpu_env=(env "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0")
+  fi
   tmp="$(mktemp -d)"
   [ -x "$bin" ] || fail "$bin was not built"
 
@@ -128,7 +138,7 @@ cli_smoke() {
     "$bin" run -m "$tmp/q8.gguf" -p "Name a primary color." -n 4 --temp 0 --no-stats >/dev/null || fail "geniex run on a quantized file"
     rm -f "$tmp/q8.gguf"
     # --device gpu: the OpenCL backend where the build has it (PoCL in CI), else a noted fallback.
-    "$bin" run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --no-stats --device gpu >/dev/null 2>"$tmp/gpu.err" \
+    "${gpu_env[@]}" "$bin" run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --no-stats --device gpu >/dev/null 2>"$tmp/gpu.err" \
       || fail "geniex run --device gpu: $(cat "$tmp/gpu.err")"
     "$bin" run -m "$MODEL" -p "Name a primary color." -n 8 --temp 0 --no-stats >"$tmp/run2" || fail "geniex run (again)"
     cmp -s "$tmp/run1" "$tmp/run2" || fail "geniex run --temp 0 is not deterministic"
@@ -139,13 +149,13 @@ cli_smoke() {
       || fail "geniex plan --json"
     # Cost model, pictures and traces: a calibrated profile, a mixed plan drawn as SVG/HTML,
     # a run with split rows traced as Chrome trace JSON.
-    GENIEX_PROFILE="$tmp/profile.json" "$bin" calibrate >/dev/null 2>"$tmp/cal.err" || fail "geniex calibrate: $(cat "$tmp/cal.err")"
+    GENIEX_PROFILE="$tmp/profile.json" "${gpu_env[@]}" "$bin" calibrate >/dev/null 2>"$tmp/cal.err" || fail "geniex calibrate: $(cat "$tmp/cal.err")"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d' "$tmp/profile.json" || fail "geniex calibrate: no JSON profile"
-    GENIEX_PROFILE="$tmp/profile.json" "$bin" plan -m "$MODEL" -p 64 --device gpu --gpu-layers 15 \
+    GENIEX_PROFILE="$tmp/profile.json" "${gpu_env[@]}" "$bin" plan -m "$MODEL" -p 64 --device gpu --gpu-layers 15 \
       --svg "$tmp/plan.svg" --html "$tmp/plan.html" >"$tmp/plan_mixed" 2>&1 || fail "geniex plan --svg/--html: $(cat "$tmp/plan_mixed")"
     grep -q '<svg' "$tmp/plan.svg" || fail "geniex plan --svg: no SVG"
     grep -q '<html' "$tmp/plan.html" || fail "geniex plan --html: no HTML"
-    "$bin" run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --no-stats --device gpu --split-rows \
+    "${gpu_env[@]}" "$bin" run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --no-stats --device gpu --split-rows \
       --trace "$tmp/trace.json" >/dev/null 2>"$tmp/trace.err" || fail "geniex run --trace: $(cat "$tmp/trace.err")"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); ev=d["traceEvents"]; assert any(e.get("ph")=="X" for e in ev)' \
       "$tmp/trace.json" || fail "geniex run --trace: not a Chrome trace"
