@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -28,6 +29,12 @@ class ThreadPool {
 
   // Called by every thread of the current run; returns when all have arrived.
   void barrier();
+
+  // Work handed out on demand inside one phase (units of uneven cost): one thread calls
+  // reset_tickets() before a barrier, then after it every thread takes next_ticket() until the
+  // values run past its unit count. The barrier orders the reset before every take.
+  void reset_tickets() { tickets_.store(0, std::memory_order_relaxed); }
+  int64_t next_ticket() { return tickets_.fetch_add(1, std::memory_order_relaxed); }
 
   // Splits [0, n) into nth nearly equal contiguous chunks; returns thread ith's chunk.
   static void split_range(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
@@ -53,6 +60,7 @@ class ThreadPool {
   std::atomic<uint32_t> barrier_phase_{0};
   std::atomic<int> barrier_sleepers_{0};
   std::atomic<int> done_sleepers_{0};
+  std::atomic<int64_t> tickets_{0};
 };
 
 }  // namespace geniex

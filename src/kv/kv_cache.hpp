@@ -33,8 +33,11 @@ class KvCache {
   virtual Status begin_batch(std::span<const int32_t> seq_ids,
                              std::span<const int32_t> positions) = 0;
   // Stores token i's K and V rows (n_head_kv * head_dim floats each) for a layer. Threads
-  // may write different tokens concurrently.
-  virtual void write(int32_t layer, int32_t batch_index, const float* k, const float* v) = 0;
+  // may write different tokens concurrently. An f16 cache rounds with to_f16 where given (a
+  // backend's vector conversion, round to nearest even like f32_to_fp16), else element by element.
+  using RowToF16 = void (*)(const float* src, uint16_t* dst, int64_t n);
+  virtual void write(int32_t layer, int32_t batch_index, const float* k, const float* v,
+                     RowToF16 to_f16 = nullptr) = 0;
 
   // Read access for attention: the sequence's blocks in position order; block j holds
   // positions [j * block_size, (j + 1) * block_size). Rows are n_head_kv * head_dim values
@@ -60,7 +63,8 @@ class PagedKvCache final : public KvCache {
   static Result<std::unique_ptr<PagedKvCache>> create(const KvConfig& config);
 
   Status begin_batch(std::span<const int32_t> seq_ids, std::span<const int32_t> positions) override;
-  void write(int32_t layer, int32_t batch_index, const float* k, const float* v) override;
+  void write(int32_t layer, int32_t batch_index, const float* k, const float* v,
+             RowToF16 to_f16 = nullptr) override;
   std::span<const int32_t> block_table(int32_t seq) const override;
   const void* k_block(int32_t layer, int32_t block) const override;
   const void* v_block(int32_t layer, int32_t block) const override;

@@ -161,7 +161,7 @@ Status PagedKvCache::begin_batch(std::span<const int32_t> seq_ids,
   return ok_status();
 }
 
-void PagedKvCache::write(int32_t layer, int32_t batch_index, const float* k, const float* v) {
+void PagedKvCache::write(int32_t layer, int32_t batch_index, const float* k, const float* v, RowToF16 to_f16) {
   const auto i = static_cast<size_t>(batch_index);
   uint8_t* base = block_base(batch_block_[i]);
   const size_t plane = row_bytes_ * static_cast<size_t>(config_.block_size);
@@ -171,6 +171,11 @@ void PagedKvCache::write(int32_t layer, int32_t batch_index, const float* k, con
   if (config_.type == DType::F16) {
     auto* kh = reinterpret_cast<uint16_t*>(kdst);
     auto* vh = reinterpret_cast<uint16_t*>(vdst);
+    if (to_f16 != nullptr) {
+      to_f16(k, kh, static_cast<int64_t>(n));
+      to_f16(v, vh, static_cast<int64_t>(n));
+      return;
+    }
     for (size_t j = 0; j < n; ++j) {
       kh[j] = f32_to_fp16(k[j]);
       vh[j] = f32_to_fp16(v[j]);

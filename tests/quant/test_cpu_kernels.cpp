@@ -377,5 +377,92 @@ TEST(CpuHelpers, AttentionHelpersBitIdenticalToPerKeyCalls) {
   }
 }
 
+// The multi-query helpers give every query the bits of the single-query helpers (and so of
+// one dot / axpy per key): query counts that fill, miss and span the 8-query sums and 6-query
+// accumulator blocks, head sizes that take the 64-dimension chunks, a short last chunk and the
+// fallbacks, and strided queries, scores and accumulators.
+TEST(CpuHelpers, MultiQueryAttentionBitIdenticalToSingleQuery) {
+  auto rng = test::make_rng(20261202);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const int64_t hd : {64, 128, 192, 96, 80, 40, 256, 320}) {
+    for (const int nq : {1, 3, 6, 7, 8, 9, 13, 24, 30}) {
+      const int n_keys = 1 + static_cast<int>((hd + nq) % 37);
+      const size_t row_bytes = static_cast<size_t>(hd) * 2 * 3 + 10;
+      std::vector<uint8_t> k(row_bytes * static_cast<size_t>(n_keys)), v(k.size());
+      for (int j = 0; j < n_keys; ++j) {
+        for (int64_t d = 0; d < hd; ++d) {
+          const uint16_t kh = f32_to_fp16(nd(rng)), vh = f32_to_fp16(nd(rng));
+          std::memcpy(k.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &kh, 2);
+          std::memcpy(v.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &vh, 2);
+        }
+      }
+      const int64_t q_stride = hd + 5, ld = nq + 2, acc_stride = hd + 3;
+      std::vector<float> q(static_cast<size_t>(q_stride * nq));
+      for (float& x : q) x = nd(rng);
+      std::vector<float> p(static_cast<size_t>(ld * n_keys));
+      for (float& x : p) x = std::fabs(nd(rng)) * 0.1f;
+      const float scale = 0.125f;
+
+      std::vector<float> got(static_cast<size_t>(ld * n_keys), kPoison);
+      cpu::attn_scores_f16_multi(q.data(), q_stride, nq, k.data(), row_bytes, n_keys, hd, scale, got.data(), ld);
+      std::vector<float> acc0(static_cast<size_t>(acc_stride * nq));
+      for (float& x : acc0) x = nd(rng);
+      std::vector<float> acc_got(acc0);
+      cpu::attn_accum_f16_multi(p.data(), ld, nq, v.data(), row_bytes, n_keys, hd, acc_got.data(), acc_stride);
+      for (int i = 0; i < nq; ++i) {
+        std::vector<float> want(static_cast<size_t>(n_keys));
+        cpu::attn_scores_f16(q.data() + i * q_stride, k.data(), row_bytes, n_keys, hd, scale, want.data());
+        for (int j = 0; j < n_keys; ++j) {
+          const float g = got[static_cast<size_t>(j * ld + i)];
+          ASSERT_EQ(std::memcmp(&want[static_cast<size_t>(j)], &g, 4), 0)
+              << "scores hd=" << hd << " nq=" << nq << " i=" << i << " j=" << j << ": " << want[static_cast<size_t>(j)]
+              << " vs " << g;
+        }
+        for (int j = nq; j < ld; ++j) {  // the gap between rows of scores stays untouched
+          ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(j)], &kPoison, 4), 0) << "scores wrote past nq";
+        }
+        std::vector<float> pi(static_cast<size_t>(n_keys));
+        for (int j = 0; j < n_keys; ++j) pi[static_cast<size_t>(j)] = p[static_cast<size_t>(j * ld + i)];
+        std::vector<float> acc_want(acc0.begin() + i * acc_stride, acc0.begin() + i * acc_stride + hd);
+        cpu::attn_accum_f16(pi.data(), v.data(), row_bytes, n_keys, hd, acc_want.data());
+        ASSERT_EQ(std::memcmp(acc_want.data(), acc_got.data() + i * acc_stride, static_cast<size_t>(hd) * 4), 0)
+            << "accum hd=" << hd << " nq=" << nq << " i=" << i;
+        ASSERT_EQ(std::memcmp(acc0.data() + i * acc_stride + hd, acc_got.data() + i * acc_stride + hd, 3 * 4), 0)
+            << "accum wrote past hd";
+      }
+    }
+  }
+}
+
+// The RoPE rotation gives the scalar formulas' bits (fma(x0, c, -(x1 s)), fma(x0, s, x1 c)) in
+// both pair layouts, for pair counts with and without a vector tail, in place or not.
+TEST(CpuHelpers, RopeRotateBitIdenticalToScalarFormulas) {
+  auto rng = test::make_rng(20261203);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  for (const bool interleaved : {true, false}) {
+    for (const int half : {1, 3, 4, 7, 8, 16, 32, 33, 64}) {
+      std::vector<float> x(static_cast<size_t>(2 * half)), cs(static_cast<size_t>(half)), sn(cs.size());
+      for (float& v : x) v = nd(rng);
+      for (int i = 0; i < half; ++i) {
+        const float th = nd(rng) * 10.0f;
+        cs[static_cast<size_t>(i)] = std::cos(th);
+        sn[static_cast<size_t>(i)] = std::sin(th);
+      }
+      std::vector<float> want(x.size()), got(x.size(), kPoison);
+      for (int i = 0; i < half; ++i) {
+        const size_t e0 = interleaved ? static_cast<size_t>(2 * i) : static_cast<size_t>(i);
+        const size_t e1 = interleaved ? e0 + 1 : e0 + static_cast<size_t>(half);
+        const float c = cs[static_cast<size_t>(i)], s = sn[static_cast<size_t>(i)];
+        want[e0] = std::fma(x[e0], c, -(x[e1] * s));
+        want[e1] = std::fma(x[e0], s, x[e1] * c);
+      }
+      cpu::rope_rotate(x.data(), got.data(), cs.data(), sn.data(), half, interleaved);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << "half=" << half << " interleaved=" << interleaved;
+      cpu::rope_rotate(x.data(), x.data(), cs.data(), sn.data(), half, interleaved);  // in place
+      EXPECT_EQ(std::memcmp(want.data(), x.data(), want.size() * 4), 0) << "in place, half=" << half;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace geniex

@@ -2,6 +2,7 @@
 // between them and the SIMD tables, and the f32 helpers' dispatch.
 #include "backends/cpu/kernels.hpp"
 
+#include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels_internal.hpp"
@@ -117,6 +118,39 @@ void scalar_attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, i
     scalar_axpy_f16(p[j], reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes), acc, hd);
   }
 }
+// Multi-query attention from the single-query helpers (ISAs without their own): a query's
+// probabilities are gathered into a contiguous run of keys, so the bits are the helpers'.
+void generic_attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
+                                   int n_keys, int64_t hd, float scale, float* scores, int64_t ld) {
+  float tmp[64];
+  for (int j0 = 0; j0 < n_keys; j0 += 64) {
+    const int n = n_keys - j0 < 64 ? n_keys - j0 : 64;
+    for (int i = 0; i < nq; ++i) {
+      cpu::attn_scores_f16(q + i * q_stride, k + static_cast<size_t>(j0) * row_bytes, row_bytes, n, hd, scale, tmp);
+      for (int j = 0; j < n; ++j) scores[(j0 + j) * ld + i] = tmp[j];
+    }
+  }
+}
+void generic_attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes,
+                                  int n_keys, int64_t hd, float* acc, int64_t acc_stride) {
+  float tmp[64];
+  for (int j0 = 0; j0 < n_keys; j0 += 64) {
+    const int n = n_keys - j0 < 64 ? n_keys - j0 : 64;
+    for (int i = 0; i < nq; ++i) {
+      for (int j = 0; j < n; ++j) tmp[j] = p[(j0 + j) * ld + i];
+      cpu::attn_accum_f16(tmp, v + static_cast<size_t>(j0) * row_bytes, row_bytes, n, hd, acc + i * acc_stride);
+    }
+  }
+}
+void scalar_rope_rotate(const float* x, float* y, const float* cs, const float* sn, int half, bool interleaved) {
+  const int64_t step = interleaved ? 1 : half;  // offset of a pair's second element
+  for (int i = 0; i < half; ++i) {
+    const int64_t e = interleaved ? 2 * i : i;
+    const float x0 = x[e], x1 = x[e + step];
+    y[e] = std::fma(x0, cs[i], -(x1 * sn[i]));
+    y[e + step] = std::fma(x0, sn[i], x1 * cs[i]);
+  }
+}
 void scalar_exp_f32_row(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = exp_f32(x[i]);
 }
@@ -135,17 +169,26 @@ struct AttnHelpers {
   void (*attn_scores_f16)(const float*, const uint8_t*, size_t, int, int64_t, float, float*);
   void (*attn_accum_f16)(const float*, const uint8_t*, size_t, int, int64_t, float*);
   void (*exp_f32_row)(const float*, float*, int64_t);
+  void (*attn_scores_f16_multi)(const float*, int64_t, int, const uint8_t*, size_t, int, int64_t, float, float*,
+                                int64_t);
+  void (*attn_accum_f16_multi)(const float*, int64_t, int, const uint8_t*, size_t, int, int64_t, float*, int64_t);
+  void (*rope_rotate)(const float*, float*, const float*, const float*, int, bool);
 };
 
 const AttnHelpers& attn_helpers() {
   static const AttnHelpers h = [] {
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
-    if (avx2_usable()) return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx2::exp_f32_row};
+    if (avx2_usable()) {
+      return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx2::exp_f32_row,
+                         &avx2::attn_scores_f16_multi, &avx2::attn_accum_f16_multi, &avx2::rope_rotate};
+    }
 #endif
 #if defined(GENIEX_HAVE_NEON_KERNELS)
-    return AttnHelpers{&neon::attn_scores_f16, &neon::attn_accum_f16, &scalar_exp_f32_row};
+    return AttnHelpers{&neon::attn_scores_f16, &neon::attn_accum_f16, &scalar_exp_f32_row,
+                       &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate};
 #endif
-    return AttnHelpers{&scalar_attn_scores_f16, &scalar_attn_accum_f16, &scalar_exp_f32_row};
+    return AttnHelpers{&scalar_attn_scores_f16, &scalar_attn_accum_f16, &scalar_exp_f32_row,
+                       &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate};
   }();
   return h;
 }
@@ -230,5 +273,16 @@ void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_ke
   attn_helpers().attn_accum_f16(p, v, row_bytes, n_keys, hd, acc);
 }
 void exp_f32_row(const float* x, float* y, int64_t n) { attn_helpers().exp_f32_row(x, y, n); }
+void rope_rotate(const float* x, float* y, const float* cs, const float* sn, int half, bool interleaved) {
+  attn_helpers().rope_rotate(x, y, cs, sn, half, interleaved);
+}
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
+                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld) {
+  attn_helpers().attn_scores_f16_multi(q, q_stride, nq, k, row_bytes, n_keys, hd, scale, scores, ld);
+}
+void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
+                          int64_t hd, float* acc, int64_t acc_stride) {
+  attn_helpers().attn_accum_f16_multi(p, ld, nq, v, row_bytes, n_keys, hd, acc, acc_stride);
+}
 
 }  // namespace geniex::cpu

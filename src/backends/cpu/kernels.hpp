@@ -50,6 +50,18 @@ void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);  // y += alp
 void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd, float scale,
                      float* scores);
 void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc);
+// The same for nq queries sharing the key/value rows (the heads of a GQA group, several
+// tokens), each key row read once for all of them. Query i is q + i * q_stride; its score for
+// key j goes to scores[j * ld + i], with attn_scores_f16's bits; acc + i * acc_stride +=
+// p[j * ld + i] * v_j for j = 0, 1, ..., with attn_accum_f16's bits.
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
+                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld);
+void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
+                          int64_t hd, float* acc, int64_t acc_stride);
+// RoPE: turns `half` pairs of x into y by angles with cosines cs[i] and sines sn[i]:
+// y0 = fma(x0, c, -(x1 s)), y1 = fma(x0, s, x1 c), the pair (x[2i], x[2i+1]) when interleaved
+// (llama's "normal" mode), else (x[i], x[i + half]) (NeoX); the same bits on every ISA.
+void rope_rotate(const float* x, float* y, const float* cs, const float* sn, int half, bool interleaved);
 // y[i] = exp_f32(x[i]) (core/exp.hpp: exp in double, rounded once to float).
 void exp_f32_row(const float* x, float* y, int64_t n);
 

@@ -849,6 +849,201 @@ void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_ke
   }
 }
 
+// Eight horizontal sums at once, each in hsum8's order ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)),
+// so every lane has hsum8(v[i])'s bits: lane i of the result = hsum8(v[i]).
+inline __m256 hsum8x8(const __m256* v) {
+  __m256 t[4];
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  }
+  // t[i]: [b(v2i) | b(v2i+1)], b_k = a_k + a_k+4
+  const __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // u0: [c0 c1 of v0, c0 c1 of v2 | v1, v3], c0 = b0 + b2, c1 = b1 + b3; u1 likewise for v4..v7
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+  // w: [v0 v2 v4 v6 | v1 v3 v5 v7]
+  return _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+namespace {
+// Scores of keys with NC full 64-dimension chunks (head size 64 * NC), NC known at compile time:
+// one chunk of the key converted into registers, every query's two chains over it; the chains
+// of all queries wait in `part` between chunks (NC > 1).
+template <int NC>
+void attn_scores_chunks(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes, int n_keys,
+                        float scale, float* scores, int64_t ld, __m256* part) {
+  alignas(32) __m256 red[8];
+  alignas(32) float out8[8];
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int j = 0; j < n_keys; ++j) {
+    const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j) * row_bytes);
+    float* srow = scores + j * ld;
+    for (int c = 0; c < NC; ++c) {
+      __m256 kv[8];
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) kv[s] = LoadF16::load8(kr + 64 * c + 8 * s);
+      for (int i0 = 0; i0 < nq; i0 += 8) {
+        const int ni = nq - i0 < 8 ? nq - i0 : 8;
+        for (int ii = 0; ii < ni; ++ii) {
+          const float* qr = q + (i0 + ii) * q_stride + 64 * c;
+          __m256 s0 = c == 0 ? _mm256_setzero_ps() : part[2 * (i0 + ii)];
+          __m256 s1 = c == 0 ? _mm256_setzero_ps() : part[2 * (i0 + ii) + 1];
+          s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr), kv[0], s0);
+          s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8), kv[1], s1);
+          s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 16), kv[2], s0);
+          s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 24), kv[3], s1);
+          s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 32), kv[4], s0);
+          s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 40), kv[5], s1);
+          s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 48), kv[6], s0);
+          s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 56), kv[7], s1);
+          if (c == NC - 1) {
+            red[ii] = _mm256_add_ps(s0, s1);
+          } else {
+            part[2 * (i0 + ii)] = s0;
+            part[2 * (i0 + ii) + 1] = s1;
+          }
+        }
+        if (c == NC - 1) {
+          if (ni == 8) {
+            _mm256_storeu_ps(srow + i0, _mm256_mul_ps(hsum8x8(red), vscale));
+          } else {
+            for (int ii = ni; ii < 8; ++ii) red[ii] = _mm256_setzero_ps();
+            _mm256_store_ps(out8, _mm256_mul_ps(hsum8x8(red), vscale));
+            for (int ii = 0; ii < ni; ++ii) srow[i0 + ii] = out8[ii];
+          }
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
+                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld) {
+  // dot_f32_f16's order: s0 over the even 16-element steps, s1 over the odd ones, then
+  // hsum8(s0 + s1) * scale; eight queries' sums reduced together (hsum8x8).
+  constexpr int kMaxPart = 64;  // queries per pass with partial chains kept between chunks
+  if (hd == 64) {
+    attn_scores_chunks<1>(q, q_stride, nq, k, row_bytes, n_keys, scale, scores, ld, nullptr);
+    return;
+  }
+  if (hd % 64 == 0 && hd <= 256) {
+    alignas(32) __m256 part[2 * kMaxPart];
+    for (int i0 = 0; i0 < nq; i0 += kMaxPart) {
+      const int ni = nq - i0 < kMaxPart ? nq - i0 : kMaxPart;
+      const float* qi = q + i0 * q_stride;
+      if (hd == 128) {
+        attn_scores_chunks<2>(qi, q_stride, ni, k, row_bytes, n_keys, scale, scores + i0, ld, part);
+      } else if (hd == 192) {
+        attn_scores_chunks<3>(qi, q_stride, ni, k, row_bytes, n_keys, scale, scores + i0, ld, part);
+      } else {
+        attn_scores_chunks<4>(qi, q_stride, ni, k, row_bytes, n_keys, scale, scores + i0, ld, part);
+      }
+    }
+    return;
+  }
+  // Other sizes: key by key, query by query.
+  for (int j = 0; j < n_keys; ++j) {
+    const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j) * row_bytes);
+    for (int i = 0; i < nq; ++i) scores[j * ld + i] = dot_f32_f16(q + i * q_stride, kr, hd) * scale;
+  }
+}
+
+namespace {
+// NQ queries x 16 dimensions of the accumulators in registers, keys in order.
+template <int NQ>
+void attn_accum_block(const float* p, int64_t ld, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd,
+                      float* acc, int64_t acc_stride) {
+  for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+    __m256 a0[NQ], a1[NQ];
+    for (int i = 0; i < NQ; ++i) {
+      a0[i] = _mm256_loadu_ps(acc + i * acc_stride + d0);
+      a1[i] = _mm256_loadu_ps(acc + i * acc_stride + d0 + 8);
+    }
+    for (int j = 0; j < n_keys; ++j) {
+      const auto* vr = reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes) + d0;
+      const __m256 x0 = LoadF16::load8(vr), x1 = LoadF16::load8(vr + 8);
+      const float* pj = p + j * ld;
+#pragma GCC unroll 6
+      for (int i = 0; i < NQ; ++i) {
+        const __m256 pb = _mm256_broadcast_ss(pj + i);
+        a0[i] = _mm256_fmadd_ps(pb, x0, a0[i]);
+        a1[i] = _mm256_fmadd_ps(pb, x1, a1[i]);
+      }
+    }
+    for (int i = 0; i < NQ; ++i) {
+      _mm256_storeu_ps(acc + i * acc_stride + d0, a0[i]);
+      _mm256_storeu_ps(acc + i * acc_stride + d0 + 8, a1[i]);
+    }
+  }
+}
+}  // namespace
+
+void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
+                          int64_t hd, float* acc, int64_t acc_stride) {
+  if (hd % 16 != 0) {
+    for (int i = 0; i < nq; ++i) {
+      for (int j = 0; j < n_keys; ++j) {
+        axpy_f16(p[j * ld + i], reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes),
+                 acc + i * acc_stride, hd);
+      }
+    }
+    return;
+  }
+  for (int i0 = 0; i0 < nq; i0 += 6) {
+    const float* pi = p + i0;
+    float* ai = acc + i0 * acc_stride;
+    switch (nq - i0 < 6 ? nq - i0 : 6) {
+      case 1: attn_accum_block<1>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+      case 2: attn_accum_block<2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+      case 3: attn_accum_block<3>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+      case 4: attn_accum_block<4>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+      case 5: attn_accum_block<5>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+      default: attn_accum_block<6>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+    }
+  }
+}
+
+// RoPE rotation of half pairs: the scalar formulas' fmas and products, 8 lanes at a time.
+void rope_rotate(const float* x, float* y, const float* cs, const float* sn, int half, bool interleaved) {
+  const __m256 neg = _mm256_set1_ps(-0.0f);
+  int i = 0;
+  if (interleaved) {
+    // Lanes hold pairs (x0, x1); cos / sin of pair k are duplicated into both of its lanes.
+    const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+    for (; i + 4 <= half; i += 4) {
+      const __m256 xv = _mm256_loadu_ps(x + 2 * i);
+      const __m256 xs = _mm256_permute_ps(xv, _MM_SHUFFLE(2, 3, 0, 1));  // (x1, x0)
+      const __m256 c = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(cs + i)), dup);
+      const __m256 sv = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(sn + i)), dup);
+      const __m256 even = _mm256_fmadd_ps(xv, c, _mm256_xor_ps(_mm256_mul_ps(xs, sv), neg));  // x0 c - x1 s
+      const __m256 odd = _mm256_fmadd_ps(xs, sv, _mm256_mul_ps(xv, c));                       // x0 s + x1 c
+      _mm256_storeu_ps(y + 2 * i, _mm256_blend_ps(even, odd, 0xaa));
+    }
+    for (; i < half; ++i) {
+      const float x0 = x[2 * i], x1 = x[2 * i + 1];
+      y[2 * i] = std::fma(x0, cs[i], -(x1 * sn[i]));
+      y[2 * i + 1] = std::fma(x0, sn[i], x1 * cs[i]);
+    }
+    return;
+  }
+  for (; i + 8 <= half; i += 8) {
+    const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + half);
+    const __m256 c = _mm256_loadu_ps(cs + i), sv = _mm256_loadu_ps(sn + i);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(x0, c, _mm256_xor_ps(_mm256_mul_ps(x1, sv), neg)));
+    _mm256_storeu_ps(y + i + half, _mm256_fmadd_ps(x0, sv, _mm256_mul_ps(x1, c)));
+  }
+  for (; i < half; ++i) {
+    const float x0 = x[i], x1 = x[i + half];
+    y[i] = std::fma(x0, cs[i], -(x1 * sn[i]));
+    y[i + half] = std::fma(x0, sn[i], x1 * cs[i]);
+  }
+}
+
 // exp in double, rounded once to float (core/exp.hpp): 2^k e^r with |r| <= ln2 / 2 and a
 // degree-13 Taylor polynomial (truncation below 1e-17 relative), so the double result is within
 // a few ulp of the true value and rounds to the same float as the library's exp.

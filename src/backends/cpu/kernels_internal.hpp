@@ -24,7 +24,12 @@ void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
 void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd, float scale,
                      float* scores);
 void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc);
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
+                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld);
+void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
+                          int64_t hd, float* acc, int64_t acc_stride);
 void exp_f32_row(const float* x, float* y, int64_t n);
+void rope_rotate(const float* x, float* y, const float* cs, const float* sn, int half, bool interleaved);
 // Kernels for the AVX2 packed 8-row layout of weight type t (packed_tiles_avx2.cpp), or nullptr;
 // exact: tiles in the file-layout AVX2 kernels' summation order (GENIEX_AVX2_EXACT=1).
 const PackedKernels* packed_kernels(DType t, bool exact);

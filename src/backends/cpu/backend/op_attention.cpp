@@ -1,8 +1,14 @@
 // Attention on the CPU over the paged KV cache: phase 1 stores the batch's K and V rows,
-// phase 2 runs each (token, head) query over its sequence's blocks (causal by position):
-// scores, an exact softmax, then the probability-weighted sum of V rows. The kernels take a
-// cache block of keys per call (cpu::attn_scores_f16 / attn_accum_f16) and give the same bits
-// as one dot / axpy per key, which the OpenCL backend reproduces.
+// phase 2 runs every query over its sequence's blocks (causal by position): scores, an exact
+// softmax, then the probability-weighted sum of V rows.
+//
+// With an f16 cache, phase 2 works in units of several queries that read the same key rows:
+// up to kTileTokens consecutive tokens of one sequence times the heads of one GQA group (or a
+// part of it when units would be too few for the threads). Each key row is converted once for
+// all of a unit's queries (cpu::attn_scores_f16_multi / attn_accum_f16_multi), and every
+// query's numbers keep the bits of one dot / axpy per key in key order, which the OpenCL
+// backend reproduces. Units run longest first and are handed out on demand (causal units grow
+// with position, so contiguous shares would leave one thread with most of the work).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -16,6 +22,80 @@
 #include "kv/kv_cache.hpp"
 
 namespace geniex::backends::cpu_ops {
+
+namespace {
+
+// Queries per unit: tokens x heads of a group near this many (scores of a key row for all of
+// them fit a few cache lines; the accumulators of 6 queries fill the AVX2 registers).
+constexpr int kQueriesPerUnit = 24;
+
+struct Scratch {
+  std::vector<float> q;       // [query][head_dim], rounded to f16
+  std::vector<float> s;       // [key - jlo][query]: scores, then probabilities
+  std::vector<float> acc;     // [query][head_dim]
+  std::vector<double> sum;    // per query
+  std::vector<float> m, inv;  // per query
+  std::vector<int32_t> kv0, n_kv;
+  std::vector<uint16_t> p16;
+  std::vector<int64_t> tiles;  // first token of each tile, then n_tok
+};
+
+// f32 cache: one (token, head) query at a time, dots and axpys per key.
+void attention_f32(const OpArgs& a) {
+  const graph::AttentionParams& p = a.node.attn;
+  const StepData& step = *a.ctx.step;
+  kv::KvCache& cache = *step.kv;
+  const auto* q = static_cast<const float*>(a.src(0));
+  auto* out = static_cast<float*>(a.dst());
+  const int64_t n_tok = a.node.ne[1];
+  const int64_t kv_width = int64_t{p.n_head_kv} * p.head_dim;
+  const int64_t q_width = int64_t{p.n_head} * p.head_dim;
+  const int32_t bs = cache.config().block_size;
+  const int32_t group = p.n_head / p.n_head_kv;
+  const size_t row_bytes = static_cast<size_t>(kv_width) * 4;
+  const size_t head_off = static_cast<size_t>(p.head_dim) * 4;
+  thread_local std::vector<float> scores;
+  std::vector<float> acc(static_cast<size_t>(p.head_dim));
+
+  int64_t w0, w1;
+  ThreadPool::split_range(n_tok * p.n_head, a.ith, a.nth, &w0, &w1);
+  for (int64_t w = w0; w < w1; ++w) {
+    const int64_t t = w / p.n_head;
+    const int32_t h = static_cast<int32_t>(w % p.n_head);
+    const int32_t g = h / group;
+    const float* qh = q + t * q_width + int64_t{h} * p.head_dim;
+    const int32_t seq = step.seq_ids[static_cast<size_t>(t)];
+    const int32_t n_kv = step.positions[static_cast<size_t>(t)] + 1;  // causal
+    // Sliding window: keys before kv0 are out of reach (their scores stay out of the softmax).
+    const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
+    const std::span<const int32_t> table = cache.block_table(seq);
+    if (scores.size() < static_cast<size_t>(n_kv)) scores.resize(static_cast<size_t>(n_kv));
+    float m = -std::numeric_limits<float>::infinity();
+    for (int32_t j = kv0; j < n_kv; ++j) {
+      const auto* kb = static_cast<const uint8_t*>(cache.k_block(p.layer, table[static_cast<size_t>(j / bs)]));
+      const auto* kr = reinterpret_cast<const float*>(kb + static_cast<size_t>(j % bs) * row_bytes + g * head_off);
+      scores[static_cast<size_t>(j)] = cpu::dot_f32(qh, kr, p.head_dim) * p.scale;
+      m = std::max(m, scores[static_cast<size_t>(j)]);
+    }
+    float* sk = scores.data() + kv0;
+    const int32_t n_keys = n_kv - kv0;
+    for (int32_t j = 0; j < n_keys; ++j) sk[j] -= m;
+    cpu::exp_f32_row(sk, sk, n_keys);
+    double sum = 0.0;
+    for (int32_t j = 0; j < n_keys; ++j) sum += static_cast<double>(sk[j]);
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (int32_t j = 0; j < n_keys; ++j) sk[j] *= inv;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int32_t j = kv0; j < n_kv; ++j) {
+      const auto* vb = static_cast<const uint8_t*>(cache.v_block(p.layer, table[static_cast<size_t>(j / bs)]));
+      const auto* vr = reinterpret_cast<const float*>(vb + static_cast<size_t>(j % bs) * row_bytes + g * head_off);
+      cpu::axpy_f32(scores[static_cast<size_t>(j)], vr, acc.data(), p.head_dim);
+    }
+    std::copy(acc.begin(), acc.end(), out + t * q_width + int64_t{h} * p.head_dim);
+  }
+}
+
+}  // namespace
 
 void attention(const OpArgs& a) {
   const graph::AttentionParams& p = a.node.attn;
@@ -32,90 +112,186 @@ void attention(const OpArgs& a) {
   int64_t t0, t1;
   ThreadPool::split_range(n_tok, a.ith, a.nth, &t0, &t1);
   for (int64_t t = t0; t < t1; ++t) {
-    cache.write(p.layer, static_cast<int32_t>(t), k + t * kv_width, v + t * kv_width);
+    cache.write(p.layer, static_cast<int32_t>(t), k + t * kv_width, v + t * kv_width, &cpu::f32_to_fp16_row);
   }
+  if (a.ith == 0) a.pool.reset_tickets();
   a.pool.barrier();
 
   const kv::KvConfig& cfg = cache.config();
-  const bool f16 = cfg.type == DType::F16;
+  if (cfg.type != DType::F16) {
+    attention_f32(a);
+    return;
+  }
   const int32_t bs = cfg.block_size;
   const int32_t group = p.n_head / p.n_head_kv;
-  const size_t elem = f16 ? 2 : 4;
-  const size_t row_bytes = static_cast<size_t>(kv_width) * elem;
-  const size_t head_off = static_cast<size_t>(p.head_dim) * elem;
+  const int64_t hd = p.head_dim;
+  const size_t row_bytes = static_cast<size_t>(kv_width) * 2;
+  const size_t head_off = static_cast<size_t>(hd) * 2;
 
-  // Scores for one (token, head): up to the context length, per thread.
-  thread_local std::vector<float> scores;
-  thread_local std::vector<uint16_t> probs16;
-  float q16[512];
-  float acc[512];
-
-  int64_t w0, w1;
-  ThreadPool::split_range(n_tok * p.n_head, a.ith, a.nth, &w0, &w1);
-  for (int64_t w = w0; w < w1; ++w) {
-    const int64_t t = w / p.n_head;
-    const int32_t h = static_cast<int32_t>(w % p.n_head);
-    const int32_t g = h / group;
-    const float* qh = q + t * q_width + int64_t{h} * p.head_dim;
+  thread_local Scratch sc;
+  // Tiles: runs of up to tile_tokens consecutive tokens of one sequence (every thread builds the
+  // same list).
+  const int tile_tokens = std::max(1, kQueriesPerUnit / group);
+  sc.tiles.clear();
+  for (int64_t t = 0; t < n_tok;) {
+    sc.tiles.push_back(t);
     const int32_t seq = step.seq_ids[static_cast<size_t>(t)];
-    const int32_t n_kv = step.positions[static_cast<size_t>(t)] + 1;  // causal
-    // Sliding window: keys before kv0 are out of reach (their scores stay out of the softmax).
-    const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
-    const std::span<const int32_t> table = cache.block_table(seq);
-    if (scores.size() < static_cast<size_t>(n_kv)) scores.resize(static_cast<size_t>(n_kv));
+    const int64_t end = std::min<int64_t>(n_tok, t + tile_tokens);
+    ++t;
+    while (t < end && step.seq_ids[static_cast<size_t>(t)] == seq) ++t;
+  }
+  const auto n_tiles = static_cast<int64_t>(sc.tiles.size());
+  sc.tiles.push_back(n_tok);
+  // A group's heads split in parts while units are too few to keep the threads busy (decode).
+  int32_t parts = 1;
+  while (parts < group && n_tiles * p.n_head_kv * parts < 4 * int64_t{a.nth}) ++parts;
+  const int64_t units_per_tile = int64_t{p.n_head_kv} * parts;
+  const int64_t n_units = n_tiles * units_per_tile;
 
-    // With an f16 cache the query is rounded to f16 and so are the probabilities, as in
-    // llama.cpp's default attention; its logits are sensitive to that rounding, and matching
-    // it keeps greedy generations identical.
-    for (int32_t d = 0; d < p.head_dim; ++d) q16[d] = f16 ? fp16_to_f32(f32_to_fp16(qh[d])) : qh[d];
-    float m = -std::numeric_limits<float>::infinity();
-    for (int32_t start = kv0 / bs * bs; start < n_kv; start += bs) {
-      const int32_t blk = table[static_cast<size_t>(start / bs)];
-      const int32_t n = std::min(bs, n_kv - start);
-      const int32_t j0 = std::max(0, kv0 - start);
-      const auto* kb = static_cast<const uint8_t*>(cache.k_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
-      float* sc = scores.data() + start;
-      if (f16) {
-        cpu::attn_scores_f16(q16, kb + static_cast<size_t>(j0) * row_bytes, row_bytes, n - j0, p.head_dim, p.scale,
-                             sc + j0);
-      } else {
-        for (int32_t j = j0; j < n; ++j) {
-          sc[j] = cpu::dot_f32(q16, reinterpret_cast<const float*>(kb + static_cast<size_t>(j) * row_bytes), p.head_dim) *
-                  p.scale;
-        }
-      }
-      for (int32_t j = j0; j < n; ++j) m = std::max(m, sc[j]);
-    }
-    float* sk = scores.data() + kv0;
-    const int32_t n_keys = n_kv - kv0;
-    for (int32_t j = 0; j < n_keys; ++j) sk[j] -= m;
-    cpu::exp_f32_row(sk, sk, n_keys);
-    double sum = 0.0;
-    for (int32_t j = 0; j < n_keys; ++j) sum += static_cast<double>(sk[j]);
-    const auto inv = static_cast<float>(1.0 / sum);
-    for (int32_t j = 0; j < n_keys; ++j) sk[j] *= inv;
-    if (f16) {
-      if (probs16.size() < static_cast<size_t>(n_keys)) probs16.resize(static_cast<size_t>(n_keys));
-      cpu::f32_to_fp16_row(sk, probs16.data(), n_keys);
-      cpu::fp16_to_f32_row(probs16.data(), sk, n_keys);
-    }
-    std::fill(acc, acc + p.head_dim, 0.0f);
-    for (int32_t start = kv0 / bs * bs; start < n_kv; start += bs) {
-      const int32_t blk = table[static_cast<size_t>(start / bs)];
-      const int32_t n = std::min(bs, n_kv - start);
-      const int32_t j0 = std::max(0, kv0 - start);
-      const auto* vb = static_cast<const uint8_t*>(cache.v_block(p.layer, blk)) + static_cast<size_t>(g) * head_off;
-      const float* pr = scores.data() + start;
-      if (f16) {
-        cpu::attn_accum_f16(pr + j0, vb + static_cast<size_t>(j0) * row_bytes, row_bytes, n - j0, p.head_dim, acc);
-      } else {
-        for (int32_t j = j0; j < n; ++j) {
-          cpu::axpy_f32(pr[j], reinterpret_cast<const float*>(vb + static_cast<size_t>(j) * row_bytes), acc, p.head_dim);
-        }
+  for (int64_t u = a.pool.next_ticket(); u < n_units; u = a.pool.next_ticket()) {
+    // Last tiles first: with causal attention they have the most keys.
+    const int64_t tile = n_tiles - 1 - u / units_per_tile;
+    const int32_t g = static_cast<int32_t>(u % units_per_tile / parts);
+    int64_t h0, h1;
+    ThreadPool::split_range(group, static_cast<int>(u % parts), parts, &h0, &h1);
+    const int64_t tb = sc.tiles[static_cast<size_t>(tile)], te = sc.tiles[static_cast<size_t>(tile) + 1];
+    const int nh = static_cast<int>(h1 - h0);
+    const int nq = static_cast<int>(te - tb) * nh;
+    const int32_t seq = step.seq_ids[static_cast<size_t>(tb)];
+    const std::span<const int32_t> table = cache.block_table(seq);
+
+    // Queries (token-major, then head), rounded to f16 as in llama.cpp's default attention
+    // (its logits are sensitive to that rounding; matching it keeps greedy generations equal),
+    // and their key ranges: causal, and the sliding window's start where the layer has one.
+    sc.q.resize(static_cast<size_t>(nq) * static_cast<size_t>(hd));
+    sc.p16.resize(sc.q.size());
+    sc.kv0.resize(static_cast<size_t>(nq));
+    sc.n_kv.resize(static_cast<size_t>(nq));
+    int32_t jlo = std::numeric_limits<int32_t>::max(), jhi = 0;  // union of the ranges
+    int32_t clo = 0, chi = std::numeric_limits<int32_t>::max();   // keys every query has
+    for (int64_t t = tb; t < te; ++t) {
+      const int32_t n_kv = step.positions[static_cast<size_t>(t)] + 1;
+      const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
+      jlo = std::min(jlo, kv0);
+      jhi = std::max(jhi, n_kv);
+      clo = std::max(clo, kv0);
+      chi = std::min(chi, n_kv);
+      for (int hh = 0; hh < nh; ++hh) {
+        const auto i = static_cast<size_t>((t - tb) * nh + hh);
+        sc.kv0[i] = kv0;
+        sc.n_kv[i] = n_kv;
+        const float* qh = q + t * q_width + (int64_t{g} * group + h0 + hh) * hd;
+        uint16_t* qd16 = sc.p16.data() + i * static_cast<size_t>(hd);
+        cpu::f32_to_fp16_row(qh, qd16, hd);
+        cpu::fp16_to_f32_row(qd16, sc.q.data() + i * static_cast<size_t>(hd), hd);
       }
     }
-    float* oh = out + t * q_width + int64_t{h} * p.head_dim;
-    std::copy(acc, acc + p.head_dim, oh);
+    if (chi < clo) chi = clo;  // no key common to all: every key goes the per-query way
+    const int32_t n_keys = jhi - jlo;
+    const size_t ld = static_cast<size_t>(nq);
+    sc.s.resize(static_cast<size_t>(n_keys) * ld);
+
+    // Calls fn(j, n, k rows, v rows) for the keys [from, to) in runs within one cache block.
+    auto for_each_run = [&](int32_t from, int32_t to, auto&& fn) {
+      for (int32_t start = from / bs * bs; start < to; start += bs) {
+        const int32_t blk = table[static_cast<size_t>(start / bs)];
+        const int32_t j = std::max(from, start), e = std::min(to, start + bs);
+        if (j >= e) continue;
+        const size_t off = static_cast<size_t>(j - start) * row_bytes + static_cast<size_t>(g) * head_off;
+        fn(j, e - j, static_cast<const uint8_t*>(cache.k_block(p.layer, blk)) + off,
+           static_cast<const uint8_t*>(cache.v_block(p.layer, blk)) + off);
+      }
+    };
+    auto active = [&](int i, int32_t j) { return j >= sc.kv0[static_cast<size_t>(i)] && j < sc.n_kv[static_cast<size_t>(i)]; };
+
+    // Scores of every query for every key of the union (those outside a query's range are
+    // computed and never read).
+    for_each_run(jlo, jhi, [&](int32_t j, int32_t n, const uint8_t* kr, const uint8_t*) {
+      cpu::attn_scores_f16_multi(sc.q.data(), hd, nq, kr, row_bytes, n, hd, p.scale,
+                                 sc.s.data() + static_cast<size_t>(j - jlo) * ld, static_cast<int64_t>(ld));
+    });
+    // Softmax per query over its own keys, in key order: max, exp(s - max), sum in double.
+    // Keys every query has are done for all queries at once (loops over queries that the
+    // compiler vectorizes; each query's sequence of operations is unchanged).
+    sc.m.assign(ld, -std::numeric_limits<float>::infinity());
+    sc.sum.assign(ld, 0.0);
+    sc.inv.resize(ld);
+    float* const mq = sc.m.data();
+    double* const sq = sc.sum.data();
+    for (int32_t j = jlo; j < jhi; ++j) {
+      const float* row = sc.s.data() + static_cast<size_t>(j - jlo) * ld;
+      if (j >= clo && j < chi) {
+        for (int i = 0; i < nq; ++i) mq[i] = row[i] > mq[i] ? row[i] : mq[i];  // std::max(m, s)
+      } else {
+        for (int i = 0; i < nq; ++i) {
+          if (active(i, j)) mq[i] = std::max(mq[i], row[i]);
+        }
+      }
+    }
+    for (int32_t j = 0; j < n_keys; ++j) {
+      float* row = sc.s.data() + static_cast<size_t>(j) * ld;
+      for (int i = 0; i < nq; ++i) row[i] -= mq[i];
+    }
+    cpu::exp_f32_row(sc.s.data(), sc.s.data(), static_cast<int64_t>(sc.s.size()));
+    for (int32_t j = jlo; j < jhi; ++j) {
+      const float* row = sc.s.data() + static_cast<size_t>(j - jlo) * ld;
+      if (j >= clo && j < chi) {
+        for (int i = 0; i < nq; ++i) sq[i] += static_cast<double>(row[i]);
+      } else {
+        for (int i = 0; i < nq; ++i) {
+          if (active(i, j)) sq[i] += static_cast<double>(row[i]);
+        }
+      }
+    }
+    float* const iq = sc.inv.data();
+    for (int i = 0; i < nq; ++i) iq[i] = static_cast<float>(1.0 / sq[i]);
+    for (int32_t j = 0; j < n_keys; ++j) {
+      float* row = sc.s.data() + static_cast<size_t>(j) * ld;
+      for (int i = 0; i < nq; ++i) row[i] *= iq[i];
+    }
+    // Probabilities rounded to f16, as llama.cpp does with an f16 cache.
+    sc.p16.resize(sc.s.size());
+    cpu::f32_to_fp16_row(sc.s.data(), sc.p16.data(), static_cast<int64_t>(sc.s.size()));
+    cpu::fp16_to_f32_row(sc.p16.data(), sc.s.data(), static_cast<int64_t>(sc.s.size()));
+
+    // Weighted sum of V rows: keys every query has in one multi-query call per run, the
+    // others query by query, all in key order.
+    sc.acc.assign(ld * static_cast<size_t>(hd), 0.0f);
+    for_each_run(jlo, jhi, [&](int32_t j, int32_t n, const uint8_t*, const uint8_t* vr) {
+      const int32_t e = j + n;
+      const int32_t c0 = std::clamp(clo, j, e), c1 = std::clamp(chi, c0, e);
+      // Keys outside the common range: for each, the runs of queries that have it.
+      auto singles = [&](int32_t from, int32_t to) {
+        for (int32_t jj = from; jj < to; ++jj) {
+          const float* prow = sc.s.data() + static_cast<size_t>(jj - jlo) * ld;
+          const uint8_t* vrow = vr + static_cast<size_t>(jj - j) * row_bytes;
+          for (int i = 0; i < nq;) {
+            if (!active(i, jj)) {
+              ++i;
+              continue;
+            }
+            int e2 = i + 1;
+            while (e2 < nq && active(e2, jj)) ++e2;
+            cpu::attn_accum_f16_multi(prow + i, static_cast<int64_t>(ld), e2 - i, vrow, row_bytes, 1, hd,
+                                      sc.acc.data() + i * hd, hd);
+            i = e2;
+          }
+        }
+      };
+      singles(j, c0);
+      if (c1 > c0) {
+        cpu::attn_accum_f16_multi(sc.s.data() + static_cast<size_t>(c0 - jlo) * ld, static_cast<int64_t>(ld), nq,
+                                  vr + static_cast<size_t>(c0 - j) * row_bytes, row_bytes, c1 - c0, hd, sc.acc.data(), hd);
+      }
+      singles(c1, e);
+    });
+    for (int64_t t = tb; t < te; ++t) {
+      for (int hh = 0; hh < nh; ++hh) {
+        const auto i = static_cast<size_t>((t - tb) * nh + hh);
+        const float* src = sc.acc.data() + i * static_cast<size_t>(hd);
+        std::copy(src, src + hd, out + t * q_width + (int64_t{g} * group + h0 + hh) * hd);
+      }
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backends/cpu/backend/ops.hpp"
+#include "backends/cpu/kernels.hpp"
 
 namespace geniex::backends::cpu_ops {
 
@@ -35,23 +36,9 @@ void rope(const OpArgs& a) {
     for (int64_t h = 0; h < n_heads; ++h) {
       const float* xh = x + t * width + h * p.head_dim;
       float* yh = y + t * width + h * p.head_dim;
-      if (p.mode == graph::RopeMode::Normal) {
-        for (int i = 0; i < half; ++i) {
-          const float x0 = xh[2 * i];
-          const float x1 = xh[2 * i + 1];
-          // fma as GCC contracts llama.cpp's rotation; the model's logits move with last-bit
-          // changes here, so this keeps them closer to the reference.
-          yh[2 * i] = std::fma(x0, cos_cache[i], -(x1 * sin_cache[i]));
-          yh[2 * i + 1] = std::fma(x0, sin_cache[i], x1 * cos_cache[i]);
-        }
-      } else {
-        for (int i = 0; i < half; ++i) {
-          const float x0 = xh[i];
-          const float x1 = xh[i + half];
-          yh[i] = std::fma(x0, cos_cache[i], -(x1 * sin_cache[i]));
-          yh[i + half] = std::fma(x0, sin_cache[i], x1 * cos_cache[i]);
-        }
-      }
+      // fma as GCC contracts llama.cpp's rotation; the model's logits move with last-bit
+      // changes here, so this keeps them closer to the reference.
+      cpu::rope_rotate(xh, yh, cos_cache, sin_cache, half, p.mode == graph::RopeMode::Normal);
       for (int i = p.n_rot; i < p.head_dim; ++i) yh[i] = xh[i];
     }
   }
