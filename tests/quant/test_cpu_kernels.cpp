@@ -367,13 +367,34 @@ TEST(CpuHelpers, AttentionHelpersBitIdenticalToPerKeyCalls) {
   // exp over softmax-like inputs, the range edges, and beyond them.
   std::vector<float> x;
   for (int i = 0; i < 4099; ++i) x.push_back(-std::fabs(nd(rng)) * 12.0f);
-  for (float e : {0.0f, -0.0f, -103.9f, -104.0f, -104.1f, -150.0f, 88.0f, 88.5f, 89.0f, 1.0f, 20.5f, -1e-8f}) x.push_back(e);
+  for (float e : {0.0f, -0.0f, -103.9f, -104.0f, -104.1f, -150.0f, 88.0f, 88.5f, 88.72f, 88.73f, 89.0f, 1.0f, 20.5f,
+                  -1e-8f, -699.0f, -700.0f, -701.0f, -1e30f, 699.0f, 701.0f, 1e30f, -87.33f, -87.34f, -103.28f,
+                  -103.279f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min()}) {
+    x.push_back(e);
+  }
+  // Denormal results: every float step across the subnormal range's edge.
+  for (float e = -103.0f; e > -104.5f; e -= 0.0137f) x.push_back(e);
   x.push_back(-std::numeric_limits<float>::infinity());
+  x.push_back(std::numeric_limits<float>::infinity());
   std::vector<float> y(x.size(), kPoison);
   cpu::exp_f32_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
     EXPECT_EQ(std::memcmp(&want, &y[i], 4), 0) << "exp(" << x[i] << ") = " << want << " vs " << y[i];
+  }
+  // NaN in, NaN out, wherever it falls in a vector.
+  for (size_t at = 0; at < 5; ++at) {
+    std::vector<float> xn(5, -1.0f), yn(5, 0.0f);
+    xn[at] = std::numeric_limits<float>::quiet_NaN();
+    cpu::exp_f32_row(xn.data(), yn.data(), 5);
+    for (size_t i = 0; i < 5; ++i) {
+      if (i == at) {
+        EXPECT_TRUE(std::isnan(yn[i])) << "NaN at " << at;
+      } else {
+        EXPECT_EQ(yn[i], static_cast<float>(std::exp(-1.0))) << "NaN at " << at << " leaked into " << i;
+      }
+    }
   }
 }
 

@@ -1067,23 +1067,22 @@ void exp_f32_row(const float* x, float* y, int64_t n) {
                                           1.0 / 6227020800.0};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    const __m128 xf = _mm_loadu_ps(x + i);
-    // Outside [-104, 88] (and NaN) the library's exp decides: 0 / inf / NaN after rounding.
-    const __m128 in_range = _mm_and_ps(_mm_cmpge_ps(xf, _mm_set1_ps(-104.0f)), _mm_cmple_ps(xf, _mm_set1_ps(88.0f)));
-    if (_mm_movemask_ps(in_range) != 0xf) {
-      for (int64_t j = i; j < i + 4; ++j) y[j] = static_cast<float>(std::exp(static_cast<double>(x[j])));
-      continue;
-    }
+    const __m128 x_in = _mm_loadu_ps(x + i);
+    // Clamped into [-700, 700], where 2^k is a normal double and the float result of the
+    // clamped value is still the true one (0 below -104, inf above 89, infinities included);
+    // NaN lanes are passed through at the end.
+    const __m128 xf = _mm_max_ps(_mm_min_ps(x_in, _mm_set1_ps(700.0f)), _mm_set1_ps(-700.0f));
     const __m256d xd = _mm256_cvtps_pd(xf);
     const __m256d k = _mm256_round_pd(_mm256_mul_pd(xd, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m256d r = _mm256_fnmadd_pd(k, ln2_lo, _mm256_fnmadd_pd(k, ln2_hi, xd));
     __m256d poly = _mm256_set1_pd(kInvFact[13]);
     for (int t = 12; t >= 0; --t) poly = _mm256_fmadd_pd(poly, r, _mm256_set1_pd(kInvFact[t]));
-    // 2^k: k (in [-151, 128]) into the exponent field.
+    // 2^k: k (in [-1010, 1010]) into the exponent field.
     const __m128i ki = _mm256_cvtpd_epi32(k);
     const __m256i bits = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(ki), _mm256_set1_epi64x(1023)), 52);
     const __m256d e = _mm256_mul_pd(poly, _mm256_castsi256_pd(bits));
-    _mm_storeu_ps(y + i, _mm256_cvtpd_ps(e));
+    const __m128 nan = _mm_cmpunord_ps(x_in, x_in);
+    _mm_storeu_ps(y + i, _mm_blendv_ps(_mm256_cvtpd_ps(e), _mm_add_ps(x_in, x_in), nan));
   }
   for (; i < n; ++i) y[i] = static_cast<float>(std::exp(static_cast<double>(x[i])));
 }

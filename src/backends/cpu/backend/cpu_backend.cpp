@@ -1,5 +1,7 @@
 // CpuBackend: capability answers, cost estimates, and the compute loop that runs a split's
-// nodes one after another on all threads with a barrier between nodes.
+// nodes one after another on all threads, with a barrier between two nodes only where the
+// second depends on the first's memory (consecutive matmuls of one input, the two RoPEs run
+// back to back).
 #include "backends/cpu/backend/cpu_backend.hpp"
 
 #include <algorithm>
@@ -78,17 +80,105 @@ Result<std::unique_ptr<Buffer>> CpuBackend::allocate(size_t bytes) {
   return std::unique_ptr<Buffer>(std::move(buffer));
 }
 
+namespace {
+
+// Byte ranges read and written since the last barrier, to decide whether the next node may
+// start without one: it may when it reads nothing written since, and writes nothing read or
+// written since (activation buffers are reused, so this compares addresses, not node ids).
+class Hazards {
+ public:
+  void add(const void* p, size_t bytes, bool write) {
+    if (p == nullptr || bytes == 0) return;
+    if (n_ == kMax) {  // never with the graphs built here; stay safe regardless
+      full_ = true;
+      return;
+    }
+    const auto b = reinterpret_cast<uintptr_t>(p);
+    r_[n_++] = Range{b, b + bytes, write};
+  }
+  // Conflicts with a read (write = false) or a write of [p, p + bytes).
+  bool conflicts(const void* p, size_t bytes, bool write) const {
+    if (full_) return true;
+    if (p == nullptr || bytes == 0) return false;
+    const auto b = reinterpret_cast<uintptr_t>(p), e = b + bytes;
+    for (size_t i = 0; i < n_; ++i) {
+      if ((write || r_[i].write) && b < r_[i].end && r_[i].begin < e) return true;
+    }
+    return false;
+  }
+  void reset() {
+    n_ = 0;
+    full_ = false;
+  }
+
+ private:
+  struct Range {
+    uintptr_t begin, end;
+    bool write;
+  };
+  static constexpr size_t kMax = 64;
+  Range r_[kMax];
+  size_t n_ = 0;
+  bool full_ = false;
+};
+
+// Ops that read only their inputs and write only their output (everything but attention,
+// which also writes and reads the KV cache and hands out work through the pool's tickets).
+bool pure_op(graph::Op op) {
+  switch (op) {
+    case graph::Op::GetRows:
+    case graph::Op::RmsNorm:
+    case graph::Op::MatMul:
+    case graph::Op::Add:
+    case graph::Op::Rope:
+    case graph::Op::SwiGlu:
+    case graph::Op::GeGlu:
+    case graph::Op::Scale:
+    case graph::Op::Copy:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   const graph::Graph& g = *ctx.graph;
+  const int nth = pool_.size();
   size_t need = 0;
-  for (int32_t id : nodes) need = std::max(need, cpu_ops::work_bytes(g, g.node(id)));
+  for (int32_t id : nodes) need = std::max(need, cpu_ops::work_bytes(g, g.node(id), nth));
   if (work_.size() < need) work_.resize(need);
   uint8_t* work = work_.data();
+  const size_t work_size = need;
 
-  pool_.run([&](int ith, int nth) {
+  pool_.run([&](int ith, int nth_run) {
+    // Every thread makes the same decisions from the same sequence, so all call barrier()
+    // equally often.
+    cpu_ops::ActCache act;
+    Hazards hz;
+    bool sync_next = false;  // a barrier before the next node regardless
+    bool first = true;
     for (int32_t id : nodes) {
       const graph::Node& node = g.node(id);
-      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, weights_.get(), ith, nth};
+      const size_t out_bytes = node.nbytes();
+      const bool quantizes = node.op == graph::Op::MatMul && cpu_ops::matmul_quantizes(g, node, act);
+      const bool reads_work = node.op == graph::Op::MatMul && cpu_ops::work_bytes(g, node, nth) > 0;
+      if (!first) {
+        bool barrier = sync_next || !pure_op(node.op) || hz.conflicts(ctx.data[static_cast<size_t>(id)], out_bytes, true);
+        for (const int32_t s : node.src) {
+          if (barrier) break;
+          if (s != graph::kNoInput) barrier = hz.conflicts(ctx.data[static_cast<size_t>(s)], g.node(s).nbytes(), false);
+        }
+        if (!barrier && quantizes) barrier = hz.conflicts(work, work_size, true);
+        if (!barrier && reads_work) barrier = hz.conflicts(work, work_size, false);
+        if (barrier) {
+          pool_.barrier();
+          hz.reset();
+        }
+      }
+      first = false;
+      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, weights_.get(), ith, nth_run, &act};
       switch (node.op) {
         case graph::Op::GetRows: cpu_ops::get_rows(args); break;
         case graph::Op::RmsNorm: cpu_ops::rms_norm(args); break;
@@ -102,7 +192,13 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
         case graph::Op::Copy: cpu_ops::copy(args); break;
         default: break;  // Input/Weight never reach a backend
       }
-      pool_.barrier();
+      hz.add(ctx.data[static_cast<size_t>(id)], out_bytes, true);
+      for (const int32_t s : node.src) {
+        if (s != graph::kNoInput) hz.add(ctx.data[static_cast<size_t>(s)], g.node(s).nbytes(), false);
+      }
+      if (quantizes) hz.add(work, work_size, true);
+      if (reads_work) hz.add(work, work_size, false);
+      sync_next = !pure_op(node.op);
     }
   });
   return ok_status();

@@ -1,5 +1,6 @@
 // MatMul on the CPU: activations are quantized once to the weight type's partner format
-// (e.g. Q8_1 for Q4_1), then every thread runs the gemm kernel on its share of weight rows.
+// (e.g. Q8_1 for Q4_1; once for consecutive matmuls of one input), then every thread runs the
+// gemm kernel on its share of weight rows.
 #include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/kernels.hpp"
 
@@ -19,13 +20,26 @@ void matmul(const OpArgs& a) {
   size_t act_stride = static_cast<size_t>(n_in) * sizeof(float);
   if (k->act_type != DType::F32) {
     act_stride = static_cast<size_t>(row_bytes(k->act_type, n_in));
-    int64_t t0, t1;
-    ThreadPool::split_range(n_tok, a.ith, a.nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; ++t) {
-      k->quantize_act(xf + t * n_in, a.work + static_cast<size_t>(t) * act_stride, n_in);
+    // One token (decode): every thread quantizes it into its own part, no barrier; more: the
+    // tokens are shared out, then a barrier. Skipped when the work buffer already holds this
+    // input in this format (the previous matmul read the same one).
+    const bool own_part = n_tok == 1;
+    uint8_t* dst = own_part ? a.work + act_part_bytes(act_stride) * static_cast<size_t>(a.ith) : a.work;
+    if (matmul_quantizes(a.graph, a.node, *a.act)) {
+      if (own_part) {
+        k->quantize_act(xf, dst, n_in);
+      } else {
+        int64_t t0, t1;
+        ThreadPool::split_range(n_tok, a.ith, a.nth, &t0, &t1);
+        for (int64_t t = t0; t < t1; ++t) {
+          k->quantize_act(xf + t * n_in, a.work + static_cast<size_t>(t) * act_stride, n_in);
+        }
+        a.pool.barrier();
+      }
+      a.act->src = a.node.src[1];
+      a.act->quantize = reinterpret_cast<const void*>(k->quantize_act);
     }
-    a.pool.barrier();
-    act = a.work;
+    act = dst;
   }
 
   // Rows in chunks of 16 so kernels see whole micro-tiles; chunks dealt out evenly. A part

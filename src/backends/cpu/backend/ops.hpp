@@ -10,6 +10,17 @@
 
 namespace geniex::backends::cpu_ops {
 
+// What the work buffer holds from the last matmul that quantized its activations, per thread
+// (every thread tracks the same sequence): consecutive matmuls of one input (q, k, v; gate, up)
+// quantize it once. With one token each thread quantizes into its own part (no barrier).
+struct ActCache {
+  int32_t src = -1;  // node id of the quantized input, -1: nothing
+  const void* quantize = nullptr;  // the quantizer that made it (identifies the format)
+};
+
+// Bytes per thread part for one quantized token row (parts start 64-byte aligned).
+size_t act_part_bytes(size_t row_bytes);
+
 struct OpArgs {
   const graph::Graph& graph;
   const graph::Node& node;
@@ -19,13 +30,17 @@ struct OpArgs {
   const CpuWeightStore* weights;  // packed layouts, or null
   int ith;
   int nth;
+  ActCache* act;  // this thread's record of the work buffer's activations
 
   const void* src(int i) const { return ctx.data[static_cast<size_t>(node.src[static_cast<size_t>(i)])]; }
   const graph::Node& src_node(int i) const { return graph.node(node.src[static_cast<size_t>(i)]); }
   void* dst() const;
 };
 
-size_t work_bytes(const graph::Graph& g, const graph::Node& n);
+size_t work_bytes(const graph::Graph& g, const graph::Node& n, int nth);
+// True when matmul node n will quantize its input into the work buffer given the record
+// (false: no quantization for its type, or the record already holds that input).
+bool matmul_quantizes(const graph::Graph& g, const graph::Node& n, const ActCache& act);
 
 void get_rows(const OpArgs& a);
 void rms_norm(const OpArgs& a);
