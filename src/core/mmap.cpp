@@ -39,6 +39,13 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path) {
       ::close(fd);
       return make_error(ErrorCode::IoError, "cannot mmap '" + path + "': " + std::strerror(err));
     }
+    // Small pages for this mapping: the CPU backend repacks most weights and drops their file
+    // pages (MADV_DONTNEED); with the page cache's huge folios mapped whole, one read of a small
+    // tensor left in place (a norm) would map its 2 MiB neighbourhood back into the process.
+    // Advice only: a kernel without it changes nothing.
+#if defined(MADV_NOHUGEPAGE)
+    ::madvise(p, file->size_, MADV_NOHUGEPAGE);
+#endif
     file->data_ = static_cast<const uint8_t*>(p);
     file->mapped_ = true;
   }

@@ -309,6 +309,40 @@ Result<std::shared_ptr<const Plan>> Scheduler::make_plan(const Graph& g) const {
     for (const int32_t r : readers[i]) last_use[i] = std::max(last_use[i], r);
   }
   last_use[static_cast<size_t>(out.output())] = out.size();
+
+  // In place: an element-wise op on the CPU whose first input dies at it (same size and type,
+  // every tenant and reader of that storage on the CPU too) writes over it: the FFN's SwiGLU
+  // over the gate projection, the residual adds over the stream, one activation tensor fewer
+  // alive at the FFN's peak. The CPU compute loop orders the input's earlier readers before
+  // the op (its memory hazards), and these kernels read each element before writing it.
+  for (int32_t i = 0; i < out.size() && options_.in_place; ++i) {
+    const auto si = static_cast<size_t>(i);
+    const Node& node = out.node(i);
+    if (node.op != Op::SwiGlu && node.op != Op::GeGlu && node.op != Op::Add && node.op != Op::Scale) continue;
+    const int32_t b = plan->backend_of[si];
+    if (b < 0 || backends_[static_cast<size_t>(b)]->kind() != backends::DeviceKind::Cpu) continue;
+    if (plan->store_of[si] != i || !plan->rows[si].full()) continue;
+    const int32_t s = node.src[0];
+    if (s == graph::kNoInput || !is_compute(out.node(s)) || s == out.output()) continue;
+    const Node& src = out.node(s);
+    if (src.nbytes() != node.nbytes() || src.type != node.type || last_use[static_cast<size_t>(s)] != i) continue;
+    const int32_t root = plan->store_of[static_cast<size_t>(s)];
+    bool ok = true;
+    for (const int32_t k : {node.src[1], node.src[2]}) {
+      if (k != graph::kNoInput && plan->store_of[static_cast<size_t>(k)] == root) ok = false;  // Add(x, x)
+    }
+    for (int32_t t = 0; t < out.size() && ok; ++t) {
+      if (plan->store_of[static_cast<size_t>(t)] != root) continue;
+      if (plan->backend_of[static_cast<size_t>(t)] != b || !plan->rows[static_cast<size_t>(t)].full()) ok = false;
+      if (t != s && last_use[static_cast<size_t>(t)] > i) ok = false;
+      for (const int32_t r : readers[static_cast<size_t>(t)]) ok = ok && plan->backend_of[static_cast<size_t>(r)] == b;
+    }
+    for (const int32_t r : readers[si]) ok = ok && plan->backend_of[static_cast<size_t>(r)] == b;
+    if (!ok) continue;
+    plan->store_of[si] = root;
+    auto& lu = last_use[static_cast<size_t>(root)];
+    lu = std::max({lu, last_use[si], i});
+  }
   plan->offset.assign(n, -1);
   plan->arena_bytes.assign(backends_.size(), 0);
   struct Range {

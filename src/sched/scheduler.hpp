@@ -32,6 +32,9 @@ struct SchedulerOptions {
   // Each backend runs its splits on its own queue (a worker thread), a split waiting only for
   // the splits it reads from (and whose memory it reuses); false: one split after another.
   bool async = true;
+  // Pass 3: element-wise ops on the CPU write over a first input that dies at them (SwiGLU
+  // over the gate projection, residual adds); false: every tensor gets its own storage.
+  bool in_place = true;
   // Records every execute() as Chrome trace events (null: off, at no cost).
   std::shared_ptr<TraceRecorder> trace;
 };
@@ -54,7 +57,8 @@ struct Plan {
   double planning_ms = 0;
   // Row splits: per node, the output rows it computes (full for all but row-split parts) and
   // the node whose storage it writes (itself; for a part, the node it is a part of, whose
-  // tensor the readers read and which lives in its backend's arena).
+  // tensor the readers read and which lives in its backend's arena; for an op in place, the
+  // storage of its first input).
   std::vector<backends::RowRange> rows;
   std::vector<int32_t> store_of;
   int32_t n_row_splits = 0;

@@ -165,7 +165,14 @@ TEST(Scheduler, MemoryPlanReusesWithoutOverlap) {
       auto start = [&](size_t x) -> int64_t {
         return p.graph.node(static_cast<int32_t>(x)).op == graph::Op::Input ? 0 : static_cast<int64_t>(x);
       };
-      auto end = [&](size_t x) { return std::max<int64_t>(static_cast<int64_t>(x), last[x]); };
+      // A storage lives until the last use of every node written into it (ops in place).
+      auto end = [&](size_t x) {
+        int64_t e = std::max<int64_t>(static_cast<int64_t>(x), last[x]);
+        for (size_t t = 0; t < n; ++t) {
+          if (static_cast<size_t>(p.store_of[t]) == x) e = std::max<int64_t>(e, std::max<int64_t>(static_cast<int64_t>(t), last[t]));
+        }
+        return e;
+      };
       if (start(a) > end(b) || start(b) > end(a)) continue;
       const int64_t sb = static_cast<int64_t>(p.graph.node(static_cast<int32_t>(b)).nbytes());
       const bool disjoint = p.offset[a] + sa <= p.offset[b] || p.offset[b] + sb <= p.offset[a];
@@ -175,6 +182,54 @@ TEST(Scheduler, MemoryPlanReusesWithoutOverlap) {
   }
   // Reuse: the arena is far smaller than the sum of all activations.
   EXPECT_LT(p.arena_bytes[1] * 2, total[1]);
+}
+
+// Element-wise ops on the CPU write over a first input that dies at them (SwiGLU over the gate
+// projection, residual adds): same storage, never an input that is read later or that lives
+// on another backend, and the results stay those of the CPU-only plan.
+TEST(Scheduler, ElementwiseOpsRunInPlaceOverDyingInputs) {
+  Fixture f = load_tiny();
+  backends::CpuBackend cpu(1);
+  sched::Scheduler s({&cpu});
+  auto plan = s.plan(f.arch->build_graph({7, 2}));
+  ASSERT_TRUE(plan.has_value());
+  const sched::Plan& p = **plan;
+  const auto n = static_cast<size_t>(p.graph.size());
+  std::vector<int32_t> last(n, -1);
+  for (int32_t i = 0; i < p.graph.size(); ++i)
+    for (int32_t src : p.graph.node(i).src) if (src >= 0) last[static_cast<size_t>(src)] = i;
+  int swiglu = 0, in_place = 0;
+  for (int32_t i = 0; i < p.graph.size(); ++i) {
+    const auto si = static_cast<size_t>(i);
+    const graph::Node& node = p.graph.node(i);
+    if (node.op == graph::Op::SwiGlu) ++swiglu;
+    if (p.store_of[si] == i) continue;
+    ++in_place;
+    const auto in0 = static_cast<size_t>(node.src[0]);
+    EXPECT_TRUE(node.op == graph::Op::SwiGlu || node.op == graph::Op::Add) << node.name;
+    EXPECT_EQ(p.store_of[si], p.store_of[in0]) << node.name << " is not written over its first input";
+    EXPECT_EQ(last[in0], i) << node.name << ": its input is read after it";
+    EXPECT_EQ(p.offset[si], -1);
+  }
+  EXPECT_GT(swiglu, 0);
+  EXPECT_GE(in_place, swiglu) << "every SwiGLU writes over its gate";
+
+  // Bit for bit the results of a plan without ops in place, with a smaller arena.
+  sched::SchedulerOptions no;
+  no.in_place = false;
+  backends::CpuBackend cpu2(2);
+  sched::Scheduler separate({&cpu2}, no);
+  auto plan2 = separate.plan(f.arch->build_graph({7, 2}));
+  ASSERT_TRUE(plan2.has_value());
+  for (int32_t i = 0; i < (*plan2)->graph.size(); ++i) EXPECT_EQ((*plan2)->store_of[static_cast<size_t>(i)], i);
+  EXPECT_LT(p.arena_bytes[0], (*plan2)->arena_bytes[0]);
+  backends::CpuBackend cpu3(2);
+  sched::Scheduler shared({&cpu3});
+  const std::vector<int32_t> prompt = {1, 5, 9, 2, 7};
+  const std::vector<float> want = run_steps(*f.arch, separate, prompt, 3);
+  const std::vector<float> got = run_steps(*f.arch, shared, prompt, 3);
+  ASSERT_EQ(want.size(), got.size());
+  EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0);
 }
 
 TEST(Scheduler, PlansAreCachedBySignature) {

@@ -11,6 +11,18 @@
 #include <thread>
 
 namespace geniex::backends {
+namespace {
+
+// Drops the whole pages of [data, data + bytes) from this process (file pages stay in the page
+// cache; a later read maps them back).
+void drop_pages(const uint8_t* data, size_t bytes, long page) {
+  const auto p = static_cast<uintptr_t>(page);
+  const auto begin = (reinterpret_cast<uintptr_t>(data) + p - 1) / p * p;
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) / p * p;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
 
 Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
     std::span<const graph::WeightRef* const> weights, int n_threads) {
@@ -38,15 +50,15 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
       });
     }
     for (auto& th : pool) th.join();
-    // Drop the original's whole pages from this process (file pages stay in the page cache).
-    const auto begin = (reinterpret_cast<uintptr_t>(w->data) + static_cast<uintptr_t>(page) - 1) /
-                       static_cast<uintptr_t>(page) * static_cast<uintptr_t>(page);
-    const auto end = (reinterpret_cast<uintptr_t>(w->data) + w->nbytes) / static_cast<uintptr_t>(page) *
-                     static_cast<uintptr_t>(page);
-    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    drop_pages(w->data, w->nbytes, page);
     store->index_[w->data] = Packed{buf.get(), k};
     store->packed_bytes_ += static_cast<int64_t>(w->nbytes);
     store->buffers_.push_back(std::move(buf));
+  }
+  // Once more at the end: reading a tensor maps its neighbours' pages too (the kernel's fault-
+  // around maps a whole aligned window of cached pages), including tensors dropped before.
+  for (const graph::WeightRef* w : weights) {
+    if (store->index_.count(w->data) != 0) drop_pages(w->data, w->nbytes, page);
   }
   return std::shared_ptr<const CpuWeightStore>(std::move(store));
 }
