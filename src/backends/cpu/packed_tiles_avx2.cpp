@@ -167,6 +167,15 @@ void dequantize_row(const void* base, int64_t row, float* dst, int64_t n) {
   }
 }
 
+// Per activation column and block, for the exact tiles: -offset * the sum of each lane's 4
+// bytes. A struct of this file's own, so that its std::vector is an internal-linkage
+// instantiation: a vector<int32_t> compiled here with -mavx2 would be a weak symbol the linker
+// may keep for every other file's vector<int32_t> (SIGILL on an x86 CPU without AVX2; the
+// AVX-512 case of that was seen, see kernels_x8_tiles.hpp).
+struct LaneCorr {
+  int32_t v[8];
+};
+
 // Per activation column and block: d_a, Q4_1's s_a, and for the offset formats (Q4_0: 8,
 // Q5_0: 16) the exact correction -offset * sum(a).
 struct ActTerm {
@@ -321,7 +330,7 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
 // the same final horizontal sum: the very bits of the unpacked path. acc[i] holds lane i of the
 // 8 rows. Used for every column with GENIEX_AVX2_EXACT=1.
 template <Fmt F>
-void tile_exact(int64_t nb, const uint8_t* grp, const uint8_t* a, const ActTerm* tm, const int32_t* lane_corr,
+void tile_exact(int64_t nb, const uint8_t* grp, const uint8_t* a, const ActTerm* tm, const LaneCorr* lane_corr,
                 float* out) {
   using T = Traits<F>;
   using L = Layout<F>;
@@ -362,7 +371,7 @@ void tile_exact(int64_t nb, const uint8_t* grp, const uint8_t* a, const ActTerm*
           u = _mm256_or_si256(u, _mm256_and_si256(bit, _mm256_set1_epi8(0x10)));
         }
         lane = _mm256_madd_epi16(_mm256_maddubs_epi16(u, bcast32(ap + 16 * h + 4 * j)), ones16);
-        if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) lane = _mm256_add_epi32(lane, _mm256_set1_epi32(lane_corr[8 * b + i]));
+        if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) lane = _mm256_add_epi32(lane, _mm256_set1_epi32(lane_corr[b].v[i]));
       }
       acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(lane), acc[i]);
     }
@@ -375,15 +384,16 @@ void tile_exact(int64_t nb, const uint8_t* grp, const uint8_t* a, const ActTerm*
 
 // Per block of one activation column: -offset * (sum of lane i's 4 bytes), i = 0..7.
 template <Fmt F>
-void prepare_lane_corr(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, std::vector<int32_t>* out) {
+void prepare_lane_corr(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, std::vector<LaneCorr>* out) {
   using T = Traits<F>;
-  if (out->size() < static_cast<size_t>(8 * nb * n_cols)) out->resize(static_cast<size_t>(8 * nb * n_cols));
+  if (out->size() < static_cast<size_t>(nb * n_cols)) out->resize(static_cast<size_t>(nb * n_cols));
   const __m256i off = _mm256_set1_epi8(F == Fmt::Q5_0 ? 16 : 8);
   for (int64_t c = 0; c < n_cols; ++c) {
     for (int64_t b = 0; b < nb; ++b) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + c * a_stride + static_cast<size_t>(b) * T::kActBytes + T::kActQOff));
       const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(off, q), _mm256_set1_epi16(1));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->data() + 8 * (c * nb + b)), _mm256_sub_epi32(_mm256_setzero_si256(), s));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>((*out)[static_cast<size_t>(c * nb + b)].v),
+                          _mm256_sub_epi32(_mm256_setzero_si256(), s));
     }
   }
 }
@@ -399,12 +409,12 @@ void gemm(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const v
   prepare<F>(ab, a_stride, n_cols, nb, &terms);
   const auto* wb = static_cast<const uint8_t*>(w);
   if constexpr (kExact) {
-    thread_local std::vector<int32_t> lane_corr;
+    thread_local std::vector<LaneCorr> lane_corr;
     if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) prepare_lane_corr<F>(ab, a_stride, n_cols, nb, &lane_corr);
     for (int64_t g = 0; g < n_rows / 8; ++g) {
       for (int64_t c = 0; c < n_cols; ++c) {
         tile_exact<F>(nb, wb + static_cast<size_t>(g * nb) * L::kBlockBytes, ab + c * a_stride, terms.data() + c * nb,
-                      lane_corr.data() + 8 * c * nb, out + c * out_stride + g * 8);
+                      lane_corr.data() + c * nb, out + c * out_stride + g * 8);
       }
     }
     return;
