@@ -22,7 +22,10 @@ HostBuffer::HostBuffer(size_t bytes) : size_(bytes) {
 HostBuffer::~HostBuffer() { std::free(data_); }
 
 CpuBackend::CpuBackend(int n_threads, std::shared_ptr<const CpuWeightStore> weights)
-    : pool_(n_threads), weights_(std::move(weights)) {}
+    : pool_(n_threads), weights_(std::move(weights)) {
+  const char* b = std::getenv("GENIEX_CPU_BARRIERS");
+  barrier_every_node_ = b != nullptr && std::string(b) == "all";
+}
 
 Support CpuBackend::supports(const graph::Graph& g, const graph::Node& n) const {
   using graph::Op;
@@ -165,7 +168,8 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
       const bool quantizes = node.op == graph::Op::MatMul && cpu_ops::matmul_quantizes(g, node, act);
       const bool reads_work = node.op == graph::Op::MatMul && cpu_ops::work_bytes(g, node, nth) > 0;
       if (!first) {
-        bool barrier = sync_next || !pure_op(node.op) || hz.conflicts(ctx.data[static_cast<size_t>(id)], out_bytes, true);
+        bool barrier = barrier_every_node_ || sync_next || !pure_op(node.op) ||
+                       hz.conflicts(ctx.data[static_cast<size_t>(id)], out_bytes, true);
         for (const int32_t s : node.src) {
           if (barrier) break;
           if (s != graph::kNoInput) barrier = hz.conflicts(ctx.data[static_cast<size_t>(s)], g.node(s).nbytes(), false);

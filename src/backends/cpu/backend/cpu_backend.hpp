@@ -28,11 +28,15 @@ class CpuBackend final : public Backend {
   uint64_t scratch_bytes() const override { return work_.capacity(); }
 
   int n_threads() const { return pool_.size(); }
+  // A barrier after every node, as before barriers followed memory dependencies (tests compare
+  // the two; also GENIEX_CPU_BARRIERS=all).
+  void set_barrier_every_node(bool on) { barrier_every_node_ = on; }
 
  private:
   ThreadPool pool_;
   std::shared_ptr<const CpuWeightStore> weights_;
   std::vector<uint8_t> work_;  // scratch for quantized activations; grows, never shrinks
+  bool barrier_every_node_ = false;
 };
 
 // Host memory aligned for SIMD, used by host-visible backends.
