@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels_internal.hpp"
 #include "backends/cpu/packed.hpp"
@@ -31,6 +32,13 @@ constexpr size_t kActBsums = 4 + 256;
 constexpr size_t kQ4KBlock = 1152;  // group block: 8 rows x one super-block
 constexpr size_t kQ6KBlock = 1680;
 constexpr int kColTile = 4;
+
+// Per activation column and super-block: the 8 sub-block sums bsums[2j] + bsums[2j+1] as i16
+// (|sum| <= 32 * 128), for Q4_K's min term two sub-blocks per madd. A struct of this file's own,
+// so its std::vector is an internal-linkage instantiation (see packed_tiles_avx2.cpp).
+struct SubSums {
+  int16_t v[8];
+};
 
 inline __m256i load256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
@@ -54,6 +62,13 @@ inline __m256i dup_u8(int i) {
                                                               static_cast<uint32_t>(i)));
   const __m256i lane = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
   return _mm256_add_epi8(base, lane);  // 0x80 + offset keeps bit 7: still a zeroing index
+}
+// pair_u8(i, k): lane r = (byte i, byte k of lane r), each zero-extended to an i16.
+inline __m256i pair_u8(int i, int k) {
+  const __m256i base = _mm256_set1_epi32(static_cast<int32_t>(0x80008000u | static_cast<uint32_t>(k) << 16 |
+                                                              static_cast<uint32_t>(i)));
+  const __m256i lane = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
+  return _mm256_add_epi8(base, lane);
 }
 // hi_u8(i, k): lane r = (byte i << 8, byte k << 8) as i16; srai by 8 sign-extends them.
 inline __m256i hi_u8(int i, int k) {
@@ -85,7 +100,8 @@ constexpr int kPrefetchBlocks = 3;
 // x scale (<= 63) via madd <= 3.9e6 per sub-block, <= 3.1e7 per super-block. Mins:
 // 63 * 2 * 16 * 128 per sub-block, <= 2.1e6 per super-block.
 template <int C>
-void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, float* out, int64_t os) {
+void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, const SubSums* ss, int64_t ss_stride,
+               float* out, int64_t os) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i m3f = _mm256_set1_epi8(0x3f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
@@ -102,15 +118,16 @@ void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, floa
     const __m256i mn_lo = _mm256_and_si256(p1, m3f);
     const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p2, 4), low4),
                                           _mm256_and_si256(_mm256_srli_epi16(p1, 2), m30));
-    // Min term: sum_j min_j * (bsums[2j] + bsums[2j+1]).
+    // Min term: sum_j min_j * (bsums[2j] + bsums[2j+1]), sub-blocks j and j + 1 in one madd
+    // of (min_j, min_j+1) with their precomputed sums.
     __m256i imin[C];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m256i mn = _mm256_shuffle_epi8(j < 4 ? mn_lo : mn_hi, dup_u8(j % 4));
+#pragma GCC unroll 4
+    for (int jp = 0; jp < 4; ++jp) {
+      const __m256i mn = _mm256_shuffle_epi8(jp < 2 ? mn_lo : mn_hi, pair_u8(2 * (jp % 2), 2 * (jp % 2) + 1));
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
-        const __m256i t = _mm256_madd_epi16(mn, bcast4(ab + c * as + kActBsums + 4 * j));
-        imin[c] = j == 0 ? t : _mm256_add_epi32(imin[c], t);
+        const __m256i t = _mm256_madd_epi16(mn, bcast4(reinterpret_cast<const uint8_t*>(ss[c * ss_stride + b].v + 2 * jp)));
+        imin[c] = jp == 0 ? t : _mm256_add_epi32(imin[c], t);
         keep(imin[c]);
       }
     }
@@ -162,7 +179,8 @@ void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, floa
 // super-block |sum| <= 16 * 16 * 63 * 128 * 128 = 2.7e8; offset term <= 32 * 16 * 128 * 2048
 // = 1.4e8.
 template <int C>
-void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, float* out, int64_t os) {
+void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, const SubSums* /*ss*/,
+               int64_t /*ss_stride*/, float* out, int64_t os) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
   __m256 acc[C];
@@ -247,16 +265,32 @@ void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, floa
 
 // ---- drivers -------------------------------------------------------------------------------
 
-using TileFn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*, int64_t);
+using TileFn = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, const SubSums*, int64_t, float*, int64_t);
 
 // Columns in blocks that fit in L2 (~256 KiB of activations); per block, each group of 8 rows
 // (a few KiB of weights, kept in L1) against every column tile of the block.
-template <size_t kGroupBlock, TileFn T4, TileFn T3, TileFn T2, TileFn T1>
+template <size_t kGroupBlock, bool kSubSums, TileFn T4, TileFn T3, TileFn T2, TileFn T1>
 void gemm_kx8(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const void* a, size_t a_stride,
               int64_t n_cols, float* out, int64_t out_stride) {
   const int64_t nb = n / 256;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
+  // Sub-block sums once per call, shared by every row group.
+  thread_local std::vector<SubSums> sums;
+  const SubSums* ss = nullptr;
+  if constexpr (kSubSums) {
+    const auto total = static_cast<size_t>(n_cols * nb);
+    if (sums.size() < total) sums.resize(total);
+    for (int64_t c = 0; c < n_cols; ++c) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto* bs = reinterpret_cast<const int16_t*>(ab + static_cast<size_t>(c) * a_stride +
+                                                          static_cast<size_t>(b) * kActBytes + kActBsums);
+        SubSums& d = sums[static_cast<size_t>(c * nb + b)];
+        for (int j = 0; j < 8; ++j) d.v[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);
+      }
+    }
+    ss = sums.data();
+  }
   const int64_t groups = n_rows / 8;
   const int64_t cb = std::max<int64_t>(kColTile, static_cast<int64_t>((256 << 10) / std::max<size_t>(a_stride, 1)) /
                                                      kColTile * kColTile);
@@ -267,13 +301,15 @@ void gemm_kx8(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, con
       float* og = out + g * 8;
       int64_t c = cb0;
       for (; c + kColTile <= cb1; c += kColTile) {
-        T4(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, og + c * out_stride, out_stride);
+        T4(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, ss ? ss + c * nb : nullptr, nb,
+           og + c * out_stride, out_stride);
       }
       const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
+      const SubSums* sc = ss ? ss + c * nb : nullptr;
       switch (cb1 - c) {
-        case 3: T3(nb, grp, ac, a_stride, og + c * out_stride, out_stride); break;
-        case 2: T2(nb, grp, ac, a_stride, og + c * out_stride, out_stride); break;
-        case 1: T1(nb, grp, ac, a_stride, og + c * out_stride, out_stride); break;
+        case 3: T3(nb, grp, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+        case 2: T2(nb, grp, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+        case 1: T1(nb, grp, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
         default: break;
       }
     }
@@ -284,10 +320,10 @@ void gemm_kx8(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, con
 
 const PackedKernels* packed_kernels_k(DType t) {
   static const PackedKernels q4_k{
-      "q4_kx8", &gemm_kx8<kQ4KBlock, &q4_k_tile<4>, &q4_k_tile<3>, &q4_k_tile<2>, &q4_k_tile<1>>,
+      "q4_kx8", &gemm_kx8<kQ4KBlock, true, &q4_k_tile<4>, &q4_k_tile<3>, &q4_k_tile<2>, &q4_k_tile<1>>,
       &dequantize_q4_kx8_row, &repack_q4_kx8};
   static const PackedKernels q6_k{
-      "q6_kx8", &gemm_kx8<kQ6KBlock, &q6_k_tile<4>, &q6_k_tile<3>, &q6_k_tile<2>, &q6_k_tile<1>>,
+      "q6_kx8", &gemm_kx8<kQ6KBlock, false, &q6_k_tile<4>, &q6_k_tile<3>, &q6_k_tile<2>, &q6_k_tile<1>>,
       &dequantize_q6_kx8_row, &repack_q6_kx8};
   switch (t) {
     case DType::Q4_K: return &q4_k;
