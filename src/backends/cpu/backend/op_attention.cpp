@@ -10,12 +10,9 @@
 // backend reproduces. Units run longest first and are handed out on demand (causal units grow
 // with position, so contiguous shares would leave one thread with most of the work).
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <vector>
 
-#include "core/exp.hpp"
-#include "core/fp16.hpp"
 
 #include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/kernels.hpp"
