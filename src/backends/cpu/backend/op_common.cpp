@@ -26,7 +26,7 @@ size_t work_bytes(const graph::Graph& g, const graph::Node& n, int nth) {
 bool matmul_quantizes(const graph::Graph& g, const graph::Node& n, const ActCache& act) {
   const cpu::TypeKernels* k = cpu::kernels_for(g.node(n.src[0]).type);
   if (k == nullptr || k->act_type == DType::F32) return false;
-  return !(act.src == n.src[1] && act.quantize == reinterpret_cast<const void*>(k->quantize_act));
+  return !(act.src == n.src[1] && act.quantize == k->quantize_act);
 }
 
 }  // namespace geniex::backends::cpu_ops

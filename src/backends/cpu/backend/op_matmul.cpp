@@ -37,7 +37,7 @@ void matmul(const OpArgs& a) {
         a.pool.barrier();
       }
       a.act->src = a.node.src[1];
-      a.act->quantize = reinterpret_cast<const void*>(k->quantize_act);
+      a.act->quantize = k->quantize_act;
     }
     act = dst;
   }

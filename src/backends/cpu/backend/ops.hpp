@@ -15,7 +15,7 @@ namespace geniex::backends::cpu_ops {
 // quantize it once. With one token each thread quantizes into its own part (no barrier).
 struct ActCache {
   int32_t src = -1;  // node id of the quantized input, -1: nothing
-  const void* quantize = nullptr;  // the quantizer that made it (identifies the format)
+  void (*quantize)(const float*, void*, int64_t) = nullptr;  // the quantizer that made it (the format)
 };
 
 // Bytes per thread part for one quantized token row (parts start 64-byte aligned).
