@@ -398,6 +398,31 @@ TEST(CpuHelpers, AttentionHelpersBitIdenticalToPerKeyCalls) {
   }
 }
 
+// exp_f32_row against exp in double rounded to float on a dense sweep of the whole range where
+// the result is neither 0 nor inf (every 1021st float bit pattern of both signs, ~2.3M inputs,
+// each vector position and the scalar tail), in place and out of place.
+TEST(CpuHelpers, ExpRowMatchesDoubleExpOnADenseSweep) {
+  std::vector<float> x;
+  for (uint32_t b = 0; b < 0x42b20000u; b += 1021) {  // 0 .. 89
+    float f;
+    std::memcpy(&f, &b, 4);
+    x.push_back(f);
+    x.push_back(-f * 1.1719f);  // -0 .. -104.3
+  }
+  x.resize(x.size() / 8 * 8 + 3);  // a tail the 4-wide and 8-wide loops leave
+  std::vector<float> y(x.size(), kPoison), z(x);
+  cpu::exp_f32_row(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  cpu::exp_f32_row(z.data(), z.data(), static_cast<int64_t>(z.size()));
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
+    if (std::memcmp(&want, &y[i], 4) != 0 || std::memcmp(&want, &z[i], 4) != 0) {
+      if (++bad <= 5) ADD_FAILURE() << "exp(" << x[i] << ") = " << want << " vs " << y[i] << " / " << z[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "of " << x.size();
+}
+
 // The multi-query helpers give every query the bits of the single-query helpers (and so of
 // one dot / axpy per key): query counts that fill, miss and span the 8-query sums and 6-query
 // accumulator blocks, head sizes that take the 64-dimension chunks, a short last chunk and the
