@@ -14,6 +14,10 @@ tg<N> (N single-token decode steps), each the median of R repetitions on a fresh
 Prints a markdown table (model, test, GenieX t/s, llama.cpp t/s, ratio GenieX / llama.cpp) and,
 with --json-out, writes one JSON object per (model, test).
 
+--rounds K alternates the two K times per model (GenieX, llama.cpp, GenieX, ...) and reports the
+medians over the rounds and the range of the rounds' own ratios: on a shared VM whose speed drifts
+over minutes, both columns then see the same machine.
+
 --make-random creates the random-weight Llama-3.2-1B-shape Q4_0 file with
 shared/tools/make_random_gguf.py in the cache (skipped when present) and adds it to the models.
 That file carries a SentencePiece filler vocabulary: fine here (no text is involved).
@@ -21,6 +25,7 @@ That file carries a SentencePiece filler vocabulary: fine here (no text is invol
 Examples:
   scripts/bench_vs_llamacpp.py                           # default model (fetch_model.sh)
   scripts/bench_vs_llamacpp.py --make-random -r 3
+  scripts/bench_vs_llamacpp.py a.gguf -r 3 --rounds 3
   scripts/bench_vs_llamacpp.py a.gguf b.gguf --json-out bench.jsonl --skip-geniex
 """
 import argparse
@@ -230,6 +235,10 @@ def main():
     ap.add_argument("-n", type=int, default=128, help="generated tokens for tg (default 128)")
     ap.add_argument("-r", type=int, default=3, help="repetitions; the median is reported (default 3)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="threads for both (default 2)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="alternate GenieX and llama.cpp this many times per model (each with -r repetitions) "
+                         "and report the medians over rounds, so that a machine whose speed drifts (a shared VM) "
+                         "skews both columns alike (default 1)")
     ap.add_argument("--flash-attn", action="store_true", help="llama.cpp with flash attention (default off)")
     ap.add_argument("--json-out", help="also write JSON lines here")
     ap.add_argument("--make-random", action="store_true",
@@ -254,17 +263,35 @@ def main():
         log(f"bench: WARNING: load average {load_before:.1f} on {os.cpu_count()} CPUs; other work skews both columns "
             "(llama.cpp's OpenMP threads suffer most from oversubscription)")
     rows = []
+    rounds = max(1, args.rounds)
     for model in models:
-        gx = {} if args.skip_geniex else run_geniex(args.geniex, model, args)
-        lc, info = ({}, {}) if args.skip_llamacpp else run_llamacpp(model, args)
+        gx_rounds, lc_rounds, info = [], [], {}
+        for k in range(rounds):
+            if rounds > 1:
+                log(f"bench: {model.name}: round {k + 1} of {rounds}")
+            gx_rounds.append({} if args.skip_geniex else run_geniex(args.geniex, model, args))
+            lc, info_k = ({}, {}) if args.skip_llamacpp else run_llamacpp(model, args)
+            lc_rounds.append(lc)
+            if info_k:
+                peak = max(info.get("llamacpp_peak_rss_bytes", 0), info_k.get("llamacpp_peak_rss_bytes", 0))
+                info = {**info_k, "llamacpp_peak_rss_bytes": peak}
         for test in [f"pp{args.p}", f"tg{args.n}"]:
-            g = gx.get(test, {}).get("tokens_per_second")
-            c = lc.get(test)
+            gs = [r[test]["tokens_per_second"] for r in gx_rounds if test in r]
+            cs = [r[test] for r in lc_rounds if test in r]
+            g = statistics.median(gs) if gs else None
+            c = statistics.median(cs) if cs else None
+            # The GenieX record of the last round for the roof and memory fields; peak RSS the
+            # highest of all rounds.
+            gx = next((r for r in reversed(gx_rounds) if test in r), {})
+            gx_peak = max((r[test].get("peak_rss_bytes") or 0 for r in gx_rounds if test in r), default=0) or None
+            paired = [a / b for a, b in zip([r.get(test, {}).get("tokens_per_second") for r in gx_rounds],
+                                            [r.get(test) for r in lc_rounds]) if a is not None and b]
             rows.append({
                 "model": model.name, "test": test, "threads": args.threads, "repetitions": args.r,
-                "geniex_tps": g, "llamacpp_tps": c,
+                "rounds": rounds, "geniex_tps": g, "llamacpp_tps": c,
                 "ratio": (g / c) if (g is not None and c) else None,
-                "geniex_peak_rss_bytes": gx.get(test, {}).get("peak_rss_bytes"),
+                "round_ratios": [round(x, 3) for x in paired],
+                "geniex_peak_rss_bytes": gx_peak,
                 "roof_tps": gx.get(test, {}).get("roof_tokens_per_second"),
                 "read_bandwidth_bytes_per_s": gx.get(test, {}).get("read_bandwidth_bytes_per_s"),
                 "bytes_per_token": gx.get(test, {}).get("bytes_per_token"),
@@ -272,12 +299,22 @@ def main():
                 **info,
             })
 
-    print(f"{args.threads} threads, median of {args.r}; ratio = GenieX / llama.cpp\n")
-    print("| model | test | GenieX t/s | llama.cpp t/s | ratio |")
-    print("|---|---|---:|---:|---:|")
+    if rounds > 1:
+        print(f"{args.threads} threads, median of {args.r} per round, median of {rounds} alternating rounds; "
+              "ratio = GenieX / llama.cpp (range: the rounds' own ratios)\n")
+        print("| model | test | GenieX t/s | llama.cpp t/s | ratio | range |")
+        print("|---|---|---:|---:|---:|---|")
+    else:
+        print(f"{args.threads} threads, median of {args.r}; ratio = GenieX / llama.cpp\n")
+        print("| model | test | GenieX t/s | llama.cpp t/s | ratio |")
+        print("|---|---|---:|---:|---:|")
     for r in rows:
         ratio = "n/a" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        print(f"| {r['model']} | {r['test']} | {fmt(r['geniex_tps'])} | {fmt(r['llamacpp_tps'])} | {ratio} |")
+        line = f"| {r['model']} | {r['test']} | {fmt(r['geniex_tps'])} | {fmt(r['llamacpp_tps'])} | {ratio} |"
+        if rounds > 1:
+            rr = r["round_ratios"]
+            line += f" {min(rr):.2f}-{max(rr):.2f} |" if rr else " n/a |"
+        print(line)
     mems = [r for r in rows if r.get("geniex_peak_rss_bytes") and r.get("llamacpp_peak_rss_bytes")]
     if mems:
         print("\npeak resident memory after the tests of each model (GenieX: whole process; llama.cpp: its child "
