@@ -4,6 +4,7 @@
 // measure the scalar tables.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -177,6 +178,22 @@ BENCHMARK(BM_quantize_act)
     ->Arg(static_cast<int64_t>(DType::Q4_1))
     ->Arg(static_cast<int64_t>(DType::Q8_0))
     ->Arg(static_cast<int64_t>(DType::Q4_K));
+
+// GenieX's exponential over softmax-like inputs (scores minus their maximum), as attention and
+// SwiGLU call it: 4096 floats per call.
+void BM_exp_f32_row(benchmark::State& state) {
+  const int64_t n = 4096;
+  std::vector<float> x(static_cast<size_t>(n)), y(x.size());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  for (auto& v : x) v = -std::abs(dist(rng));
+  for (auto _ : state) {
+    geniex::cpu::exp_f32_row(x.data(), y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_exp_f32_row);
 
 }  // namespace
 
