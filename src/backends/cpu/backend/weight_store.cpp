@@ -1,14 +1,18 @@
 // Repacking at load: one pass over each weight that a packed layout serves, split by rows
-// over threads; then the original pages are dropped from this process with MADV_DONTNEED so
-// resident memory stays one copy of the weights.
+// over threads, into one 2 MiB-aligned arena; then the original pages are dropped from this
+// process with MADV_DONTNEED so resident memory stays one copy of the weights.
 #include "backends/cpu/backend/weight_store.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <new>
+#include <cstdlib>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/log.hpp"
 
 namespace geniex::backends {
 namespace {
@@ -22,21 +26,73 @@ void drop_pages(const uint8_t* data, size_t bytes, long page) {
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+constexpr size_t kHugePage = size_t{2} << 20;
+
+bool huge_pages_enabled() {
+  static const bool enabled = [] {
+    const char* e = std::getenv("GENIEX_HUGEPAGES");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return enabled;
+}
+
 }  // namespace
+
+CpuWeightStore::Arena::~Arena() {
+  if (base != nullptr) ::munmap(base, bytes);
+}
 
 Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
     std::span<const graph::WeightRef* const> weights, int n_threads) {
   auto store = std::make_shared<CpuWeightStore>();
   const long page = ::sysconf(_SC_PAGESIZE);
+  // Which weights get a packed layout, and where each goes in one arena (64-byte aligned).
+  struct Job {
+    const graph::WeightRef* w;
+    const cpu::PackedKernels* k;
+    size_t offset;
+  };
+  std::vector<Job> jobs;
+  std::unordered_map<const void*, bool> seen;
+  size_t total = 0;
   for (const graph::WeightRef* w : weights) {
-    if (store->index_.count(w->data) != 0) continue;  // tied weights appear twice
+    if (!seen.emplace(w->data, true).second) continue;  // tied weights appear twice
     const cpu::PackedKernels* k = cpu::packed_kernels_for(w->type, w->ne[0], w->ne[1]);
     if (k == nullptr || w->ne[2] != 1 || w->ne[3] != 1) continue;
-    std::unique_ptr<uint8_t[]> buf(new (std::nothrow) uint8_t[w->nbytes]);
-    if (!buf) {
-      return make_error(ErrorCode::OutOfMemory,
-                        "cpu: cannot allocate " + std::to_string(w->nbytes) + " bytes to repack '" + w->name + "'");
-    }
+    jobs.push_back({w, k, total});
+    total += (w->nbytes + 63) / 64 * 64;
+  }
+  if (jobs.empty()) return std::shared_ptr<const CpuWeightStore>(std::move(store));
+
+  // One anonymous mapping, its start on a 2 MiB boundary: a decode step streams every packed
+  // weight once, and with 2 MiB pages (MADV_HUGEPAGE, asked before anything is written) that
+  // stream takes a TLB miss per 2 MiB instead of per 4 KiB. The mapping ends at the last 4 KiB
+  // page of the weights, so the partial 2 MiB at the end stays in small pages and resident
+  // memory is the weights' size either way. GENIEX_HUGEPAGES=0 turns the advice off.
+  const size_t bytes = (total + static_cast<size_t>(page) - 1) / static_cast<size_t>(page) * static_cast<size_t>(page);
+  void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    return make_error(ErrorCode::OutOfMemory, "cpu: cannot map " + std::to_string(bytes) + " bytes to repack " +
+                                                  std::to_string(jobs.size()) + " weights");
+  }
+  const auto raw_addr = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t base_addr = (raw_addr + kHugePage - 1) / kHugePage * kHugePage;
+  if (base_addr > raw_addr) ::munmap(raw, base_addr - raw_addr);
+  const uintptr_t tail = raw_addr + bytes + kHugePage - (base_addr + bytes);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(base_addr + bytes), tail);
+  auto* base = reinterpret_cast<uint8_t*>(base_addr);
+  store->arena_.base = base;
+  store->arena_.bytes = bytes;
+#if defined(MADV_HUGEPAGE)
+  const size_t whole = bytes / kHugePage * kHugePage;
+  if (huge_pages_enabled() && whole > 0 && ::madvise(base, whole, MADV_HUGEPAGE) == 0) {
+    store->huge_page_bytes_ = static_cast<int64_t>(whole);
+  }
+#endif
+
+  for (const Job& job : jobs) {
+    const graph::WeightRef* w = job.w;
+    uint8_t* dst = base + job.offset;
     // Rows in groups of 8, split over threads.
     const int64_t groups = w->ne[1] / 8;
     const size_t group_bytes = static_cast<size_t>(row_bytes(w->type, w->ne[0])) * 8;
@@ -45,21 +101,21 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
     for (int t = 0; t < nt; ++t) {
       pool.emplace_back([&, t] {
         const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
-        k->repack(w->data + static_cast<size_t>(g0) * group_bytes,
-                           buf.get() + static_cast<size_t>(g0) * group_bytes, w->ne[0], (g1 - g0) * 8);
+        job.k->repack(w->data + static_cast<size_t>(g0) * group_bytes, dst + static_cast<size_t>(g0) * group_bytes,
+                      w->ne[0], (g1 - g0) * 8);
       });
     }
     for (auto& th : pool) th.join();
     drop_pages(w->data, w->nbytes, page);
-    store->index_[w->data] = Packed{buf.get(), k};
+    store->index_[w->data] = Packed{dst, job.k};
     store->packed_bytes_ += static_cast<int64_t>(w->nbytes);
-    store->buffers_.push_back(std::move(buf));
   }
   // Once more at the end: reading a tensor maps its neighbours' pages too (the kernel's fault-
   // around maps a whole aligned window of cached pages), including tensors dropped before.
-  for (const graph::WeightRef* w : weights) {
-    if (store->index_.count(w->data) != 0) drop_pages(w->data, w->nbytes, page);
-  }
+  for (const Job& job : jobs) drop_pages(job.w->data, job.w->nbytes, page);
+  GX_LOG_INFO("cpu: repacked " + std::to_string(store->index_.size()) + " weights (" +
+              std::to_string(store->packed_bytes_ >> 20) + " MiB), " + std::to_string(store->huge_page_bytes_ >> 20) +
+              " MiB advised for 2 MiB pages");
   return std::shared_ptr<const CpuWeightStore>(std::move(store));
 }
 

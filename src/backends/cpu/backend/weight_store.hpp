@@ -29,12 +29,29 @@ class CpuWeightStore {
   // The packed form of the weight whose file bytes start at `original`, or nullptr.
   const Packed* find(const void* original) const;
   int64_t packed_bytes() const { return packed_bytes_; }
+  // Bytes of the packed arena advised for 2 MiB pages (MADV_HUGEPAGE; whether the kernel backs
+  // them so is its choice: AnonHugePages in /proc/self/smaps tells).
+  int64_t huge_page_bytes() const { return huge_page_bytes_; }
+
+  CpuWeightStore() = default;
+  CpuWeightStore(const CpuWeightStore&) = delete;
+  CpuWeightStore& operator=(const CpuWeightStore&) = delete;
   size_t size() const { return index_.size(); }
 
  private:
-  std::vector<std::unique_ptr<uint8_t[]>> buffers_;
+  // Every packed weight, in one anonymous mapping (unmapped with the store).
+  struct Arena {
+    uint8_t* base = nullptr;
+    size_t bytes = 0;
+    Arena() = default;
+    Arena(const Arena&) = delete;
+    Arena& operator=(const Arena&) = delete;
+    ~Arena();
+  };
+  Arena arena_;
   std::unordered_map<const void*, Packed> index_;
   int64_t packed_bytes_ = 0;
+  int64_t huge_page_bytes_ = 0;
 };
 
 }  // namespace geniex::backends
