@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/log.hpp"
@@ -53,10 +53,10 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
     size_t offset;
   };
   std::vector<Job> jobs;
-  std::unordered_map<const void*, bool> seen;
+  std::unordered_set<const void*> seen;
   size_t total = 0;
   for (const graph::WeightRef* w : weights) {
-    if (!seen.emplace(w->data, true).second) continue;  // tied weights appear twice
+    if (!seen.insert(w->data).second) continue;  // tied weights appear twice
     const cpu::PackedKernels* k = cpu::packed_kernels_for(w->type, w->ne[0], w->ne[1]);
     if (k == nullptr || w->ne[2] != 1 || w->ne[3] != 1) continue;
     jobs.push_back({w, k, total});
