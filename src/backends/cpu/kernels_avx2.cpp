@@ -1044,9 +1044,6 @@ void rope_rotate(const float* x, float* y, const float* cs, const float* sn, int
   }
 }
 
-// exp in double, rounded once to float (core/exp.hpp): 2^k e^r with |r| <= ln2 / 2 and a
-// degree-13 Taylor polynomial (truncation below 1e-17 relative), so the double result is within
-// a few ulp of the true value and rounds to the same float as the library's exp.
 namespace {
 
 // 2^(j/64), j = 0..63, correctly rounded doubles (generated with 60-digit decimal arithmetic).
@@ -1071,8 +1068,8 @@ alignas(64) constexpr double kExp2Frac64[64] = {
 // exp of 4 floats in double, rounded once to float (GenieX's exponential, core/exp.hpp).
 // x = (64 m + j) ln2/64 + r with |r| <= ln2/128: exp(x) = 2^m * 2^(j/64) * exp(r), exp(r) by
 // its Taylor polynomial of degree 6 (truncation below 2^-65 relative), so the double result is
-// within a few ulps of the true value, as the degree-13 polynomial over |r| <= ln2/2 that this
-// replaced was (same floats on every one of 3.2e8 inputs across [-105, 89] against glibc's exp).
+// within a few ulps of the true value and rounds to the same float as the library's exp (same
+// floats on every one of 3.2e8 inputs across [-105, 89] against glibc's).
 inline __m128 exp4_f32_via_f64(__m128 x_in) {
   const __m256d inv = _mm256_set1_pd(0x1.71547652b82fep+6);  // 64 / ln2
   // ln2/64 as hi + lo, hi with 35 significant bits: k * hi is exact for |k| < 2^17

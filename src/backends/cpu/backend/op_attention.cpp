@@ -13,7 +13,6 @@
 #include <limits>
 #include <vector>
 
-
 #include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/kernels.hpp"
 #include "kv/kv_cache.hpp"

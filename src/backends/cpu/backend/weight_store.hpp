@@ -6,7 +6,6 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
-#include <vector>
 
 #include "backends/cpu/packed.hpp"
 #include "core/result.hpp"
@@ -32,11 +31,11 @@ class CpuWeightStore {
   // Bytes of the packed arena advised for 2 MiB pages (MADV_HUGEPAGE; whether the kernel backs
   // them so is its choice: AnonHugePages in /proc/self/smaps tells).
   int64_t huge_page_bytes() const { return huge_page_bytes_; }
+  size_t size() const { return index_.size(); }
 
   CpuWeightStore() = default;
   CpuWeightStore(const CpuWeightStore&) = delete;
   CpuWeightStore& operator=(const CpuWeightStore&) = delete;
-  size_t size() const { return index_.size(); }
 
  private:
   // Every packed weight, in one anonymous mapping (unmapped with the store).
