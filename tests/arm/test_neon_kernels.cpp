@@ -132,9 +132,11 @@ TEST_P(NeonKernels, GemmMatchesScalar) {
   REQUIRE_TABLE(k);
   const TypeKernels* s = cpu::kernels_for_isa(t, "scalar");
   auto rng = make_rng(static_cast<uint32_t>(t) + 1500);
-  // Odd and even rows and columns around the 4-row / 2-column / 2x2 SMMLA tiles.
+  // Odd and even rows and columns around the 4-row / 2-column / 2x2 SMMLA tiles, and the
+  // i8mm tiles of 4 (or 2) column pairs with their 1..3-pair tails.
   const Shape shapes[] = {{1, 1, 1}, {2, 2, 1}, {3, 1, 2}, {3, 3, 1}, {4, 2, 1}, {5, 2, 3},
-                          {7, 3, 2}, {8, 8, 1}, {9, 5, 1}, {13, 1, 4}, {16, 6, 2}, {33, 7, 2}};
+                          {7, 3, 2}, {8, 8, 1}, {9, 5, 1}, {13, 1, 4}, {16, 6, 2}, {33, 7, 2},
+                          {12, 19, 3}, {6, 37, 2}};
   for (const Shape& sh : shapes) {
     const int64_t n = block_of(t) == 1 ? 8 * sh.blocks + 5 : block_of(t) * sh.blocks;
     const size_t w_stride = static_cast<size_t>(row_bytes(t, n)) + 16;  // padded strides
@@ -179,6 +181,38 @@ TEST_P(NeonKernels, GemmMatchesScalar) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIsasAndTypes, NeonKernels, testing::ValuesIn(all_cases()), case_name);
+
+// The prefill tiles' arithmetic does not depend on how the columns are tiled: a call over
+// many column pairs (several tiles, tails, and column chunks: the rows are long enough that a
+// chunk holds only a few pairs) gives the same bits as one call per column pair.
+TEST_P(NeonKernels, GemmBitsDoNotDependOnColumnTiling) {
+  const DType t = GetParam().type;
+  const TypeKernels* k = table();
+  REQUIRE_TABLE(k);
+  if (block_of(t) == 1) GTEST_SKIP() << "float weights: no integer tiles";
+  const TypeKernels* s = cpu::kernels_for_isa(t, "scalar");
+  auto rng = make_rng(static_cast<uint32_t>(t) + 1700);
+  const int64_t rows = 9, cols = 22;
+  const int64_t n = block_of(t) == 256 ? 256 * 64 : 32 * 400;
+  const size_t w_stride = static_cast<size_t>(row_bytes(t, n));
+  const size_t a_stride = static_cast<size_t>(row_bytes(k->act_type, n));
+  std::vector<uint8_t> w(w_stride * static_cast<size_t>(rows)), a(a_stride * static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto x = random_normal(rng, static_cast<size_t>(n));
+    quant::quantize_row_ref(t, x.data(), w.data() + r * w_stride, n);
+  }
+  for (int64_t c = 0; c < cols; ++c) {
+    const auto x = random_normal(rng, static_cast<size_t>(n), 2.0f);
+    s->quantize_act(x.data(), a.data() + c * a_stride, n);
+  }
+  std::vector<float> all(static_cast<size_t>(rows * cols), kPoison), pair(static_cast<size_t>(rows * 2), kPoison);
+  k->gemm(n, w.data(), w_stride, rows, a.data(), a_stride, cols, all.data(), rows);
+  for (int64_t c = 0; c < cols; c += 2) {
+    k->gemm(n, w.data(), w_stride, rows, a.data() + c * a_stride, a_stride, 2, pair.data(), rows);
+    ASSERT_EQ(std::memcmp(pair.data(), all.data() + c * rows, pair.size() * sizeof(float)), 0)
+        << dtype_name(t) << " " << GetParam().isa << ": columns " << c << ", " << c + 1;
+  }
+}
 
 // Blocks of random bytes (every quant value, activations down to -128, which the quantizer
 // never writes) for the 32-element formats: catches overflow in the widening and SMMLA paths.

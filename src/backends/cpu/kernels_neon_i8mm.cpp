@@ -1,11 +1,17 @@
 // Int8 matrix-multiply kernels (SMMLA, FEAT_I8MM: Cortex-A510/A710/X2 and later, Snapdragon
 // 8 Gen 1+ and Oryon). SMMLA multiplies a 2x8 by an 8x2 int8 matrix into a 2x2 int32 tile, so
-// two weight rows meet two activation columns per instruction: the prefill path (several
-// tokens) runs 2x2 tiles (two of them per 4-row tile for 32-element blocks); single tokens and
-// the odd row or column left over use the SDOT bodies of kernels_neon_impl.hpp.
+// two weight rows meet two activation columns per instruction. The prefill path (several
+// tokens) decodes and zips each weight block once per tile of 4 rows (32-element blocks) or 2
+// rows (K-quants) and runs it against 4 column pairs (2 for the types with a min term), whose
+// zipped activation blocks are prepared once per call; single tokens and the odd row or column
+// left over use the SDOT bodies of kernels_neon_impl.hpp. Each 2x2 tile's arithmetic does not
+// depend on the tiling (exact int32 sums, then one fma per block in block order).
 // Compiled with -march=armv8.2-a+dotprod+i8mm; called only after a run-time HWCAP2 check.
 #define GENIEX_NEON_SDOT 1
 #include "backends/cpu/kernels_neon_impl.hpp"
+
+#include <algorithm>
+#include <vector>
 
 #include "backends/cpu/kernels_internal.hpp"
 
@@ -18,12 +24,6 @@ inline int8x16_t zip_lo(int8x16_t a, int8x16_t b) {
 }
 inline int8x16_t zip_hi(int8x16_t a, int8x16_t b) {
   return vreinterpretq_s8_s64(vzip2q_s64(vreinterpretq_s64_s8(a), vreinterpretq_s64_s8(b)));
-}
-
-// acc + (w0.a0, w0.a1, w1.a0, w1.a1) over 16 elements.
-inline int32x4_t mm16(int32x4_t acc, int8x16_t w0, int8x16_t w1, int8x16_t a0, int8x16_t a1) {
-  acc = vmmlaq_s32(acc, zip_lo(w0, w1), zip_lo(a0, a1));
-  return vmmlaq_s32(acc, zip_hi(w0, w1), zip_hi(a0, a1));
 }
 
 inline float32x4_t lanes(float a, float b, float c, float d) {
@@ -39,44 +39,95 @@ inline void store_tile(float32x4_t v, float* out, int64_t os) {
   out[os + 1] = vgetq_lane_f32(v, 3);
 }
 
-// 2*RP weight rows x 2 activation columns over nb 32-element blocks.
-template <class T, int RP>
-void tile_mm(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
-             int64_t os) {
-  float32x4_t acc[RP], macc[RP];
-  for (int p = 0; p < RP; ++p) acc[p] = macc[p] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* ap0 = a + static_cast<size_t>(b) * T::kABytes;
-    const uint8_t* ap1 = ap0 + as;
-    const Q32 a0 = load_a<T>(ap0), a1 = load_a<T>(ap1);
-    const int8x16_t az0 = zip_lo(a0.lo, a1.lo), az1 = zip_hi(a0.lo, a1.lo);
-    const int8x16_t az2 = zip_lo(a0.hi, a1.hi), az3 = zip_hi(a0.hi, a1.hi);
-    const float ad0 = a_d(ap0), ad1 = a_d(ap1);
-    const float32x4_t ad = lanes(ad0, ad1, ad0, ad1);
-    float32x4_t asum = vdupq_n_f32(0.0f);
-    if constexpr (T::kHasMin) {
-      const float s0 = a_s(ap0), s1 = a_s(ap1);
-      asum = lanes(s0, s1, s0, s1);
+// (x, x, y, y) and (x, y, x, y).
+inline float32x4_t lanes_xxyy(float x, float y) { return vcombine_f32(vdup_n_f32(x), vdup_n_f32(y)); }
+inline float32x4_t lanes_xyxy(float x, float y) {
+  const float32x2_t v = vset_lane_f32(y, vdup_n_f32(x), 1);
+  return vcombine_f32(v, v);
+}
+
+// One activation column pair's block, prepared once per gemm call for every row tile: the
+// four SMMLA operands (the two columns' quants zipped 8 bytes at a time) and the scale lanes
+// (d0, d1, d0, d1), (s0, s1, s0, s1). A struct of this file's own (anonymous namespace), so
+// its std::vector is an internal instantiation: this file is compiled with +i8mm and must
+// define no symbol the linker could pick for other files (scripts/test_aarch64.sh checks).
+struct PairBlock {
+  int8x16_t z[4];
+  float32x4_t ad, as;
+};
+
+template <class T>
+void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, PairBlock* out) {
+  for (int64_t q = 0; q < n_pairs; ++q) {
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* ap0 = a + static_cast<size_t>(2 * q) * as + static_cast<size_t>(b) * T::kABytes;
+      const uint8_t* ap1 = ap0 + as;
+      const Q32 a0 = load_a<T>(ap0), a1 = load_a<T>(ap1);
+      PairBlock& o = out[q * nb + b];
+      o.z[0] = zip_lo(a0.lo, a1.lo);
+      o.z[1] = zip_hi(a0.lo, a1.lo);
+      o.z[2] = zip_lo(a0.hi, a1.hi);
+      o.z[3] = zip_hi(a0.hi, a1.hi);
+      o.ad = lanes_xyxy(a_d(ap0), a_d(ap1));
+      o.as = T::kHasMin ? lanes_xyxy(a_s(ap0), a_s(ap1)) : vdupq_n_f32(0.0f);
     }
+  }
+}
+
+// 2*RP weight rows x CP prepared column pairs (pb[q * nb + b]) over nb 32-element blocks. Each
+// weight block is decoded and zipped once for all CP pairs; every 2x2 tile's arithmetic is
+// the same whatever RP and CP are (four SMMLA in block order, one fma per block).
+template <class T, int RP, int CP>
+__attribute__((noinline)) void tile_mm(int64_t nb, const uint8_t* w, size_t ws, const PairBlock* pb, float* out, int64_t os) {
+  float32x4_t acc[RP][CP], macc[RP][CP];
+  for (int p = 0; p < RP; ++p) {
+    for (int q = 0; q < CP; ++q) acc[p][q] = macc[p][q] = vdupq_n_f32(0.0f);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    int8x16_t wz[RP][4];
+    float32x4_t wd[RP], wm[RP];
     for (int p = 0; p < RP; ++p) {
       const uint8_t* wp0 = w + static_cast<size_t>(2 * p) * ws + static_cast<size_t>(b) * T::kWBytes;
       const uint8_t* wp1 = wp0 + ws;
       const Q32 w0 = T::load_w(wp0), w1 = T::load_w(wp1);
-      int32x4_t s = vmmlaq_s32(vdupq_n_s32(0), zip_lo(w0.lo, w1.lo), az0);
-      s = vmmlaq_s32(s, zip_hi(w0.lo, w1.lo), az1);
-      s = vmmlaq_s32(s, zip_lo(w0.hi, w1.hi), az2);
-      s = vmmlaq_s32(s, zip_hi(w0.hi, w1.hi), az3);
-      const float wd0 = T::w_d(wp0), wd1 = T::w_d(wp1);
-      acc[p] = vfmaq_f32(acc[p], vcvtq_f32_s32(s), vmulq_f32(lanes(wd0, wd0, wd1, wd1), ad));
-      if constexpr (T::kHasMin) {
-        const float m0 = T::w_m(wp0), m1 = T::w_m(wp1);
-        macc[p] = vaddq_f32(macc[p], vmulq_f32(lanes(m0, m0, m1, m1), asum));
+      wz[p][0] = zip_lo(w0.lo, w1.lo);
+      wz[p][1] = zip_hi(w0.lo, w1.lo);
+      wz[p][2] = zip_lo(w0.hi, w1.hi);
+      wz[p][3] = zip_hi(w0.hi, w1.hi);
+      wd[p] = lanes_xxyy(T::w_d(wp0), T::w_d(wp1));
+      wm[p] = T::kHasMin ? lanes_xxyy(T::w_m(wp0), T::w_m(wp1)) : vdupq_n_f32(0.0f);
+    }
+    for (int q = 0; q < CP; ++q) {
+      const PairBlock& y = pb[q * nb + b];
+      for (int p = 0; p < RP; ++p) {
+        int32x4_t s = vmmlaq_s32(vdupq_n_s32(0), wz[p][0], y.z[0]);
+        s = vmmlaq_s32(s, wz[p][1], y.z[1]);
+        s = vmmlaq_s32(s, wz[p][2], y.z[2]);
+        s = vmmlaq_s32(s, wz[p][3], y.z[3]);
+        acc[p][q] = vfmaq_f32(acc[p][q], vcvtq_f32_s32(s), vmulq_f32(wd[p], y.ad));
+        if constexpr (T::kHasMin) macc[p][q] = vaddq_f32(macc[p][q], vmulq_f32(wm[p], y.as));
       }
     }
   }
-  for (int p = 0; p < RP; ++p) store_tile(vaddq_f32(acc[p], macc[p]), out + 2 * p, os);
+  for (int q = 0; q < CP; ++q) {
+    for (int p = 0; p < RP; ++p) store_tile(vaddq_f32(acc[p][q], macc[p][q]), out + 2 * q * os + 2 * p, os);
+  }
 }
 
+template <class T, int RP, int CP>
+void tile_mm_tail(int cp, int64_t nb, const uint8_t* w, size_t ws, const PairBlock* pb, float* out, int64_t os) {
+  if constexpr (CP > 0) {
+    if (cp == CP) {
+      tile_mm<T, RP, CP>(nb, w, ws, pb, out, os);
+    } else {
+      tile_mm_tail<T, RP, CP - 1>(cp, nb, w, ws, pb, out, os);
+    }
+  }
+}
+
+// Column pairs in chunks whose prepared blocks stay in L2 (~256 KiB); per chunk, row tiles of
+// 4 (their weights stay in L1) against tiles of kPairs column pairs. An odd last row goes
+// through the SDOT tile, an odd last column through the SDOT row tiles, as before.
 template <class T>
 void gemm_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
              size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
@@ -84,29 +135,49 @@ void gemm_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const vo
     gemm_dot<T>(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
     return;
   }
+  // Column pairs per tile: 2x4 tiles of accumulators (plus the min sums' for Q4_1 / Q5_1 in
+  // 2x2) with 8 zipped weight vectors fit the 32 registers.
+  constexpr int kPairs = T::kHasMin ? 2 : 4;
   const int64_t nb = n / 32;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-    const int rows = static_cast<int>(n_rows - r0 < 4 ? n_rows - r0 : 4);
-    const uint8_t* wr = wb + static_cast<size_t>(r0) * w_stride;
-    int64_t c0 = 0;
-    for (; c0 + 2 <= n_cols; c0 += 2) {
-      const uint8_t* ac = ab + static_cast<size_t>(c0) * a_stride;
-      float* o = out + c0 * out_stride + r0;
-      if (rows >= 4) {
-        tile_mm<T, 2>(nb, wr, w_stride, ac, a_stride, o, out_stride);
-      } else if (rows >= 2) {
-        tile_mm<T, 1>(nb, wr, w_stride, ac, a_stride, o, out_stride);
-      }
-      if (rows % 2 == 1) {  // the last row of an odd tile
-        tile_dot<T, 1, 2>(nb, wr + static_cast<size_t>(rows - 1) * w_stride, w_stride, ac,
-                          a_stride, o + rows - 1, out_stride);
+  const int64_t n_pairs = n_cols / 2;
+  const int64_t per_pair = nb * static_cast<int64_t>(sizeof(PairBlock));
+  const int64_t chunk = std::max<int64_t>(kPairs, (static_cast<int64_t>(256) << 10) / per_pair / kPairs * kPairs);
+  thread_local std::vector<PairBlock> pairs;
+  const auto need = static_cast<size_t>(std::min(chunk, n_pairs) * nb);
+  if (pairs.size() < need) pairs.resize(need);
+  for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
+    const int64_t q1 = std::min(n_pairs, q0 + chunk);
+    prepare_pairs<T>(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb, pairs.data());
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+      const int rows = static_cast<int>(n_rows - r0 < 4 ? n_rows - r0 : 4);
+      const uint8_t* wr = wb + static_cast<size_t>(r0) * w_stride;
+      for (int64_t q = q0; q < q1; q += kPairs) {
+        const int cp = static_cast<int>(std::min<int64_t>(kPairs, q1 - q));
+        const PairBlock* pb = pairs.data() + (q - q0) * nb;
+        float* o = out + 2 * q * out_stride + r0;
+        if (rows >= 4) {
+          tile_mm_tail<T, 2, kPairs>(cp, nb, wr, w_stride, pb, o, out_stride);
+        } else if (rows >= 2) {
+          tile_mm_tail<T, 1, kPairs>(cp, nb, wr, w_stride, pb, o, out_stride);
+        }
+        if (rows % 2 == 1) {  // the last row of an odd tile
+          for (int k = 0; k < cp; ++k) {
+            tile_dot<T, 1, 2>(nb, wr + static_cast<size_t>(rows - 1) * w_stride, w_stride,
+                              ab + static_cast<size_t>(2 * (q + k)) * a_stride, a_stride,
+                              o + 2 * k * out_stride + rows - 1, out_stride);
+          }
+        }
       }
     }
-    if (c0 < n_cols) {
-      tile_dot_rows<T, 1>(rows, nb, wr, w_stride, ab + static_cast<size_t>(c0) * a_stride,
-                          a_stride, out + c0 * out_stride + r0, out_stride);
+  }
+  if (n_cols % 2 == 1) {
+    const int64_t c = n_cols - 1;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+      const int rows = static_cast<int>(n_rows - r0 < 4 ? n_rows - r0 : 4);
+      tile_dot_rows<T, 1>(rows, nb, wb + static_cast<size_t>(r0) * w_stride, w_stride,
+                          ab + static_cast<size_t>(c) * a_stride, a_stride, out + c * out_stride + r0, out_stride);
     }
   }
 }
@@ -142,74 +213,121 @@ inline void unpack_k45(const void* blk, KQ45* k, float* d, float* dmin) {
   *dmin = h2f(x.dmin);
 }
 
-template <bool kFifthBit>
+// Two weight rows x CP activation column pairs per super-block: the rows are unpacked and
+// zipped once for all pairs; each 2x2 tile's arithmetic is the same whatever CP is.
+struct KZip {
+  int8x16_t z[16][2];  // group g: zip_lo, zip_hi of the two rows' 16 quants
+  int32x4_t sc[16];    // (sc0, sc0, sc1, sc1)
+};
+
+inline void zip_rows(const int8x16_t* g0, const int8x16_t* g1, const int32_t* sc0, const int32_t* sc1, KZip* k) {
+  for (int g = 0; g < 16; ++g) {
+    k->z[g][0] = zip_lo(g0[g], g1[g]);
+    k->z[g][1] = zip_hi(g0[g], g1[g]);
+    const int32_t s[4] = {sc0[g], sc0[g], sc1[g], sc1[g]};
+    k->sc[g] = vld1q_s32(s);
+  }
+}
+
+// sum_g sc_g * (the 2x2 products of group g) for activation rows y0, y1.
+inline int32x4_t kzip_sum(const KZip& k, const BlockQ8_K* y0, const BlockQ8_K* y1) {
+  int32x4_t sumi = vdupq_n_s32(0);
+  for (int g = 0; g < 16; ++g) {
+    const int8x16_t a0 = vld1q_s8(y0->qs + 16 * g), a1 = vld1q_s8(y1->qs + 16 * g);
+    int32x4_t p = vmmlaq_s32(vdupq_n_s32(0), k.z[g][0], zip_lo(a0, a1));
+    p = vmmlaq_s32(p, k.z[g][1], zip_hi(a0, a1));
+    sumi = vmlaq_s32(sumi, p, k.sc[g]);
+  }
+  return sumi;
+}
+
+template <bool kFifthBit, int CP>
 void tile_k45_mm(int64_t nsb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
                  float* out, int64_t os) {
   using BlockW = std::conditional_t<kFifthBit, BlockQ5_K, BlockQ4_K>;
-  float32x4_t acc = vdupq_n_f32(0.0f), macc = vdupq_n_f32(0.0f);
+  float32x4_t acc[CP], macc[CP];
+  for (int q = 0; q < CP; ++q) acc[q] = macc[q] = vdupq_n_f32(0.0f);
   for (int64_t i = 0; i < nsb; ++i) {
     KQ45 k0, k1;
     float d0, d1, m0, m1;
     unpack_k45<kFifthBit>(w + static_cast<size_t>(i) * sizeof(BlockW), &k0, &d0, &m0);
     unpack_k45<kFifthBit>(w + ws + static_cast<size_t>(i) * sizeof(BlockW), &k1, &d1, &m1);
-    const auto* y0 = reinterpret_cast<const BlockQ8_K*>(a) + i;
-    const auto* y1 = reinterpret_cast<const BlockQ8_K*>(a + as) + i;
-    int32x4_t sumi = vdupq_n_s32(0);
-    for (int g = 0; g < 16; ++g) {
-      const int32x4_t p = mm16(vdupq_n_s32(0), k0.g[g], k1.g[g], vld1q_s8(y0->qs + 16 * g),
-                               vld1q_s8(y1->qs + 16 * g));
-      const int32_t s[4] = {k0.sc[g], k0.sc[g], k1.sc[g], k1.sc[g]};
-      sumi = vmlaq_s32(sumi, p, vld1q_s32(s));
+    KZip kz;
+    zip_rows(k0.g, k1.g, k0.sc, k1.sc, &kz);
+    const float32x4_t dd = lanes_xxyy(d0, d1), mm = lanes_xxyy(m0, m1);
+    for (int q = 0; q < CP; ++q) {
+      const auto* y0 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q) * as) + i;
+      const auto* y1 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q + 1) * as) + i;
+      const int32x4_t sumi = kzip_sum(kz, y0, y1);
+      const float32x4_t ya = lanes_xyxy(y0->d, y1->d);
+      acc[q] = vfmaq_f32(acc[q], vcvtq_f32_s32(sumi), vmulq_f32(dd, ya));
+      const float32x4_t mins = lanes(static_cast<float>(mins_dot_bsums(k0.mn, y0->bsums)),
+                                     static_cast<float>(mins_dot_bsums(k0.mn, y1->bsums)),
+                                     static_cast<float>(mins_dot_bsums(k1.mn, y0->bsums)),
+                                     static_cast<float>(mins_dot_bsums(k1.mn, y1->bsums)));
+      macc[q] = vfmaq_f32(macc[q], mins, vmulq_f32(mm, ya));
     }
-    const float32x4_t ya = lanes(y0->d, y1->d, y0->d, y1->d);
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(sumi), vmulq_f32(lanes(d0, d0, d1, d1), ya));
-    const float32x4_t mins = lanes(static_cast<float>(mins_dot_bsums(k0.mn, y0->bsums)),
-                                   static_cast<float>(mins_dot_bsums(k0.mn, y1->bsums)),
-                                   static_cast<float>(mins_dot_bsums(k1.mn, y0->bsums)),
-                                   static_cast<float>(mins_dot_bsums(k1.mn, y1->bsums)));
-    macc = vfmaq_f32(macc, mins, vmulq_f32(lanes(m0, m0, m1, m1), ya));
   }
-  store_tile(vsubq_f32(acc, macc), out, os);
+  for (int q = 0; q < CP; ++q) store_tile(vsubq_f32(acc[q], macc[q]), out + 2 * q * os, os);
 }
 
+template <int CP>
 void tile_q6_k_mm(int64_t nsb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
                   float* out, int64_t os) {
-  float32x4_t acc = vdupq_n_f32(0.0f);
+  float32x4_t acc[CP];
+  for (int q = 0; q < CP; ++q) acc[q] = vdupq_n_f32(0.0f);
   for (int64_t i = 0; i < nsb; ++i) {
     const auto* x0 = reinterpret_cast<const BlockQ6_K*>(w) + i;
     const auto* x1 = reinterpret_cast<const BlockQ6_K*>(w + ws) + i;
-    const auto* y0 = reinterpret_cast<const BlockQ8_K*>(a) + i;
-    const auto* y1 = reinterpret_cast<const BlockQ8_K*>(a + as) + i;
     int8x16_t q0[16], q1[16];
     unpack_q6_k(*x0, q0);
     unpack_q6_k(*x1, q1);
-    int32x4_t sumi = vdupq_n_s32(0);
+    int32_t sc0[16], sc1[16];
     for (int g = 0; g < 16; ++g) {
-      const int32x4_t p = mm16(vdupq_n_s32(0), q0[g], q1[g], vld1q_s8(y0->qs + 16 * g),
-                               vld1q_s8(y1->qs + 16 * g));
-      const int32_t s[4] = {x0->scales[g], x0->scales[g], x1->scales[g], x1->scales[g]};
-      sumi = vmlaq_s32(sumi, p, vld1q_s32(s));
+      sc0[g] = x0->scales[g];
+      sc1[g] = x1->scales[g];
     }
-    const float d0 = h2f(x0->d), d1 = h2f(x1->d);
-    acc = vfmaq_f32(acc, vcvtq_f32_s32(sumi),
-                    vmulq_f32(lanes(d0, d0, d1, d1), lanes(y0->d, y1->d, y0->d, y1->d)));
+    KZip kz;
+    zip_rows(q0, q1, sc0, sc1, &kz);
+    const float32x4_t dd = lanes_xxyy(h2f(x0->d), h2f(x1->d));
+    for (int q = 0; q < CP; ++q) {
+      const auto* y0 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q) * as) + i;
+      const auto* y1 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q + 1) * as) + i;
+      const int32x4_t sumi = kzip_sum(kz, y0, y1);
+      acc[q] = vfmaq_f32(acc[q], vcvtq_f32_s32(sumi), vmulq_f32(dd, lanes_xyxy(y0->d, y1->d)));
+    }
   }
-  store_tile(acc, out, os);
+  for (int q = 0; q < CP; ++q) store_tile(acc[q], out + 2 * q * os, os);
 }
 
-// 2x2 tiles over the matrix; the last odd row and column go through the SDOT row dot.
-template <void (*Tile)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, int64_t),
-          float (*Dot)(const void*, const void*, int64_t)>
+using KTileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t, float*, int64_t);
+
+// 2-row x 2*kKPairs-column tiles over the matrix, column pairs in chunks whose activations stay
+// in L2; the last odd row and column go through the SDOT row dot.
+constexpr int kKPairs = 4;
+template <KTileFn T4, KTileFn T3, KTileFn T2, KTileFn T1, float (*Dot)(const void*, const void*, int64_t)>
 void gemm_k_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
                size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
   const int64_t nsb = n / kQK_K;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  const int64_t rows2 = n_rows - n_rows % 2, cols2 = n_cols - n_cols % 2;
-  for (int64_t r = 0; r < rows2; r += 2) {
-    for (int64_t c = 0; c < cols2; c += 2) {
-      Tile(nsb, wb + static_cast<size_t>(r) * w_stride, w_stride,
-           ab + static_cast<size_t>(c) * a_stride, a_stride, out + c * out_stride + r, out_stride);
+  const int64_t rows2 = n_rows - n_rows % 2, n_pairs = n_cols / 2, cols2 = 2 * n_pairs;
+  const int64_t chunk = std::max<int64_t>(
+      kKPairs, (static_cast<int64_t>(256) << 10) / static_cast<int64_t>(2 * std::max<size_t>(a_stride, 1)) / kKPairs * kKPairs);
+  for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
+    const int64_t q1 = std::min(n_pairs, q0 + chunk);
+    for (int64_t r = 0; r < rows2; r += 2) {
+      const uint8_t* wr = wb + static_cast<size_t>(r) * w_stride;
+      for (int64_t q = q0; q < q1; q += kKPairs) {
+        const uint8_t* ac = ab + static_cast<size_t>(2 * q) * a_stride;
+        float* o = out + 2 * q * out_stride + r;
+        switch (std::min<int64_t>(kKPairs, q1 - q)) {
+          case 4: T4(nsb, wr, w_stride, ac, a_stride, o, out_stride); break;
+          case 3: T3(nsb, wr, w_stride, ac, a_stride, o, out_stride); break;
+          case 2: T2(nsb, wr, w_stride, ac, a_stride, o, out_stride); break;
+          default: T1(nsb, wr, w_stride, ac, a_stride, o, out_stride); break;
+        }
+      }
     }
   }
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -222,9 +340,12 @@ void gemm_k_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const 
 
 using MmTable = Table<&gemm_mm<TraitQ4_0>, &gemm_mm<TraitQ4_1>, &gemm_mm<TraitQ5_0>,
                       &gemm_mm<TraitQ5_1>, &gemm_mm<TraitQ8_0>,
-                      &gemm_k_mm<&tile_k45_mm<false>, &dot_q45_k<false>>,
-                      &gemm_k_mm<&tile_k45_mm<true>, &dot_q45_k<true>>,
-                      &gemm_k_mm<&tile_q6_k_mm, &dot_q6_k>>;
+                      &gemm_k_mm<&tile_k45_mm<false, 4>, &tile_k45_mm<false, 3>, &tile_k45_mm<false, 2>,
+                                 &tile_k45_mm<false, 1>, &dot_q45_k<false>>,
+                      &gemm_k_mm<&tile_k45_mm<true, 4>, &tile_k45_mm<true, 3>, &tile_k45_mm<true, 2>,
+                                 &tile_k45_mm<true, 1>, &dot_q45_k<true>>,
+                      &gemm_k_mm<&tile_q6_k_mm<4>, &tile_q6_k_mm<3>, &tile_q6_k_mm<2>, &tile_q6_k_mm<1>,
+                                 &dot_q6_k>>;
 
 }  // namespace
 
