@@ -183,8 +183,10 @@ TEST_P(NeonKernels, GemmMatchesScalar) {
 INSTANTIATE_TEST_SUITE_P(AllIsasAndTypes, NeonKernels, testing::ValuesIn(all_cases()), case_name);
 
 // The prefill tiles' arithmetic does not depend on how the columns are tiled: a call over
-// many column pairs (several tiles, tails, and column chunks: the rows are long enough that a
-// chunk holds only a few pairs) gives the same bits as one call per column pair.
+// many columns (several tiles, tails, and column chunks: the rows are long enough that a chunk
+// holds only a few pairs) gives the same bits as one call per column pair, and for the
+// 32-element formats as one call per column (the single-token path: the SDOT tile, whose
+// per-block arithmetic is the SMMLA tiles'), so a token's logits do not depend on the batch.
 TEST_P(NeonKernels, GemmBitsDoNotDependOnColumnTiling) {
   const DType t = GetParam().type;
   const TypeKernels* k = table();
@@ -211,6 +213,13 @@ TEST_P(NeonKernels, GemmBitsDoNotDependOnColumnTiling) {
     k->gemm(n, w.data(), w_stride, rows, a.data() + c * a_stride, a_stride, 2, pair.data(), rows);
     ASSERT_EQ(std::memcmp(pair.data(), all.data() + c * rows, pair.size() * sizeof(float)), 0)
         << dtype_name(t) << " " << GetParam().isa << ": columns " << c << ", " << c + 1;
+  }
+  if (block_of(t) != 32) return;  // K-quants: the single-token path is a row dot of its own
+  std::vector<float> one(static_cast<size_t>(rows), kPoison);
+  for (int64_t c = 0; c < cols; ++c) {
+    k->gemm(n, w.data(), w_stride, rows, a.data() + c * a_stride, a_stride, 1, one.data(), rows);
+    ASSERT_EQ(std::memcmp(one.data(), all.data() + c * rows, one.size() * sizeof(float)), 0)
+        << dtype_name(t) << " " << GetParam().isa << ": column " << c << " alone";
   }
 }
 

@@ -166,41 +166,56 @@ inline Q32 load_a(const uint8_t* p) {
 inline float a_d(const uint8_t* p) { return h2f(load_u16(p)); }
 inline float a_s(const uint8_t* p) { return h2f(load_u16(p + 2)); }
 
-// R weight rows x C activation columns over nb blocks with integer dot products.
+// R weight rows x C activation columns (C <= 4) over nb blocks with integer dot products.
+// Per block, row and column the exact int32 sum S is converted once and fma'd as
+// acc + float(S) * (d_w * d_a) (the min term, d_w's m times the activation's s, summed apart
+// and added at the end): the arithmetic of the SMMLA tiles (kernels_neon_i8mm.cpp), so a
+// column's bits do not depend on C or on which of the two paths ran it. The C columns' sums
+// share one vector (lane c), built by pairwise adds; lanes past C repeat columns mod C.
 template <class T, int R, int C>
-void tile_dot(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
+__attribute__((noinline)) void tile_dot(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
               int64_t os) {
-  float32x4_t acc[R][C];
-  float macc[R][C];
-  for (int r = 0; r < R; ++r) {
-    for (int c = 0; c < C; ++c) {
-      acc[r][c] = vdupq_n_f32(0.0f);
-      macc[r][c] = 0.0f;
-    }
-  }
+  static_assert(C >= 1 && C <= 4);
+  float32x4_t acc[R], macc[R];
+  for (int r = 0; r < R; ++r) acc[r] = macc[r] = vdupq_n_f32(0.0f);
   for (int64_t b = 0; b < nb; ++b) {
     Q32 av[C];
-    float ad[C], asum[C];
+    // The columns' fp16 d (and s) in lanes c (mod C), converted together.
+    uint16x4_t adh = vdup_n_u16(0), ash = vdup_n_u16(0);
     for (int c = 0; c < C; ++c) {
       const uint8_t* ap = a + c * as + static_cast<size_t>(b) * T::kABytes;
       av[c] = load_a<T>(ap);
-      ad[c] = a_d(ap);
-      asum[c] = T::kHasMin ? a_s(ap) : 0.0f;
     }
+    if constexpr (C == 1) {
+      const uint8_t* ap = a + static_cast<size_t>(b) * T::kABytes;
+      adh = vld1_dup_u16(reinterpret_cast<const uint16_t*>(ap));
+      if constexpr (T::kHasMin) ash = vld1_dup_u16(reinterpret_cast<const uint16_t*>(ap + 2));
+    } else {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const uint8_t* ap = a + (c % C) * as + static_cast<size_t>(b) * T::kABytes;
+        adh = vld1_lane_u16(reinterpret_cast<const uint16_t*>(ap), adh, c);
+        if constexpr (T::kHasMin) ash = vld1_lane_u16(reinterpret_cast<const uint16_t*>(ap + 2), ash, c);
+      }
+    }
+    const float32x4_t adv = vcvt_f32_f16(vreinterpret_f16_u16(adh));
+    const float32x4_t asv = vcvt_f32_f16(vreinterpret_f16_u16(ash));
     for (int r = 0; r < R; ++r) {
       const uint8_t* wp = w + r * ws + static_cast<size_t>(b) * T::kWBytes;
       if (C == 1) __builtin_prefetch(wp + 16 * ws);
       const Q32 wv = T::load_w(wp);
-      const float wd = T::w_d(wp);
-      for (int c = 0; c < C; ++c) {
-        const int32x4_t sumi = dot16(dot16(vdupq_n_s32(0), wv.lo, av[c].lo), wv.hi, av[c].hi);
-        acc[r][c] = vfmaq_n_f32(acc[r][c], vcvtq_f32_s32(sumi), wd * ad[c]);
-        if constexpr (T::kHasMin) macc[r][c] += T::w_m(wp) * asum[c];
-      }
+      int32x4_t si[4];
+      for (int c = 0; c < C; ++c) si[c] = dot16(dot16(vdupq_n_s32(0), wv.lo, av[c].lo), wv.hi, av[c].hi);
+      for (int c = C; c < 4; ++c) si[c] = si[c % C];
+      const int32x4_t sum = vpaddq_s32(vpaddq_s32(si[0], si[1]), vpaddq_s32(si[2], si[3]));
+      acc[r] = vfmaq_f32(acc[r], vcvtq_f32_s32(sum), vmulq_n_f32(adv, T::w_d(wp)));
+      if constexpr (T::kHasMin) macc[r] = vaddq_f32(macc[r], vmulq_n_f32(asv, T::w_m(wp)));
     }
   }
-  for (int c = 0; c < C; ++c) {
-    for (int r = 0; r < R; ++r) out[c * os + r] = vaddvq_f32(acc[r][c]) + macc[r][c];
+  for (int r = 0; r < R; ++r) {
+    float v[4];
+    vst1q_f32(v, vaddq_f32(acc[r], macc[r]));
+    for (int c = 0; c < C; ++c) out[c * os + r] = v[c];
   }
 }
 
@@ -215,7 +230,9 @@ void tile_dot_rows(int rows, int64_t nb, const uint8_t* w, size_t ws, const uint
   }
 }
 
-// Row tiles of 4 outside, column tiles of 2 inside (the weight tile stays in L1).
+// Row tiles of 4 outside, column tiles of 4 (then 2, 1) inside: each weight block is decoded
+// once per 4 columns, and the weight tile stays in L1. Every output element's arithmetic is
+// the same whatever the tile (tile_dot), so the tiling does not change any bits.
 template <class T>
 void gemm_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
               size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
@@ -226,9 +243,14 @@ void gemm_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
     const int rows = static_cast<int>(n_rows - r0 < 4 ? n_rows - r0 : 4);
     const uint8_t* wr = wb + static_cast<size_t>(r0) * w_stride;
     int64_t c0 = 0;
-    for (; c0 + 2 <= n_cols; c0 += 2) {
+    for (; c0 + 4 <= n_cols; c0 += 4) {
+      tile_dot_rows<T, 4>(rows, nb, wr, w_stride, ab + static_cast<size_t>(c0) * a_stride,
+                          a_stride, out + c0 * out_stride + r0, out_stride);
+    }
+    if (c0 + 2 <= n_cols) {
       tile_dot_rows<T, 2>(rows, nb, wr, w_stride, ab + static_cast<size_t>(c0) * a_stride,
                           a_stride, out + c0 * out_stride + r0, out_stride);
+      c0 += 2;
     }
     if (c0 < n_cols) {
       tile_dot_rows<T, 1>(rows, nb, wr, w_stride, ab + static_cast<size_t>(c0) * a_stride,
