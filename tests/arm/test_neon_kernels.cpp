@@ -184,9 +184,9 @@ INSTANTIATE_TEST_SUITE_P(AllIsasAndTypes, NeonKernels, testing::ValuesIn(all_cas
 
 // The prefill tiles' arithmetic does not depend on how the columns are tiled: a call over
 // many columns (several tiles, tails, and column chunks: the rows are long enough that a chunk
-// holds only a few pairs) gives the same bits as one call per column pair, and for the
-// 32-element formats as one call per column (the single-token path: the SDOT tile, whose
-// per-block arithmetic is the SMMLA tiles'), so a token's logits do not depend on the batch.
+// holds only a few pairs) gives the same bits as one call per column pair and as one call per
+// column (the single-token path: SDOT tiles whose per-block arithmetic is the SMMLA tiles'),
+// so a token's logits do not depend on the batch.
 TEST_P(NeonKernels, GemmBitsDoNotDependOnColumnTiling) {
   const DType t = GetParam().type;
   const TypeKernels* k = table();
@@ -214,7 +214,6 @@ TEST_P(NeonKernels, GemmBitsDoNotDependOnColumnTiling) {
     ASSERT_EQ(std::memcmp(pair.data(), all.data() + c * rows, pair.size() * sizeof(float)), 0)
         << dtype_name(t) << " " << GetParam().isa << ": columns " << c << ", " << c + 1;
   }
-  if (block_of(t) != 32) return;  // K-quants: the single-token path is a row dot of its own
   std::vector<float> one(static_cast<size_t>(rows), kPoison);
   for (int64_t c = 0; c < cols; ++c) {
     k->gemm(n, w.data(), w_stride, rows, a.data() + c * a_stride, a_stride, 1, one.data(), rows);

@@ -17,6 +17,7 @@
 
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -339,14 +340,18 @@ inline void unpack_q6_k(const BlockQ6_K& x, int8x16_t* q) {
   }
 }
 
-template <bool kFifthBit>
-float dot_q45_k(const void* wv, const void* av, int64_t n) {
+// One weight row's super-block against C <= 4 activation columns (column c at a + c * as):
+// per column the exact int32 sum S and min dot M, then acc + float(S) * (d * d_a) and
+// macc + float(M) * (dmin * d_a), each one fma, and acc - macc at the end: the arithmetic of the
+// SMMLA tiles (kernels_neon_i8mm.cpp), so a column's bits do not depend on C or on the table.
+// The C columns share one vector (lane c; lanes past C repeat columns mod C).
+template <bool kFifthBit, int C>
+void tile_k45_dot(int64_t nsb, const uint8_t* w, const uint8_t* a, size_t as, float* out, int64_t os) {
   using BlockW = std::conditional_t<kFifthBit, BlockQ5_K, BlockQ4_K>;
-  const auto* x = static_cast<const BlockW*>(wv);
-  const auto* y = static_cast<const BlockQ8_K*>(av);
-  float32x4_t acc = vdupq_n_f32(0.0f);
-  float acc_min = 0.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
+  static_assert(C >= 1 && C <= 4);
+  const auto* x = reinterpret_cast<const BlockW*>(w);
+  float32x4_t acc = vdupq_n_f32(0.0f), macc = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < nsb; ++i) {
     int sc[8], mn[8];
     for (int j = 0; j < 8; ++j) scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
     Q32 q[8];
@@ -355,46 +360,107 @@ float dot_q45_k(const void* wv, const void* av, int64_t n) {
     } else {
       unpack_q4_k(x[i], q);
     }
-    int32x4_t sumi = vdupq_n_s32(0);
-    for (int j = 0; j < 8; ++j) {
-      const int8_t* q8 = y[i].qs + 32 * j;
-      const int32x4_t p = dot16(dot16(vdupq_n_s32(0), q[j].lo, vld1q_s8(q8)), q[j].hi, vld1q_s8(q8 + 16));
-      sumi = vmlaq_n_s32(sumi, p, sc[j]);
+    int32x4_t si[4];
+    float yd[4], mins[4];
+    for (int c = 0; c < C; ++c) {
+      const auto& y = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(c) * as)[i];
+      int32x4_t sumi = vdupq_n_s32(0);
+      for (int j = 0; j < 8; ++j) {
+        const int8_t* q8 = y.qs + 32 * j;
+        const int32x4_t p = dot16(dot16(vdupq_n_s32(0), q[j].lo, vld1q_s8(q8)), q[j].hi, vld1q_s8(q8 + 16));
+        sumi = vmlaq_n_s32(sumi, p, sc[j]);
+      }
+      si[c] = sumi;
+      yd[c] = y.d;
+      mins[c] = static_cast<float>(mins_dot_bsums(mn, y.bsums));
     }
-    const float d = h2f(x[i].d) * y[i].d;
-    const float dmin = h2f(x[i].dmin) * y[i].d;
-    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(sumi), d);
-    acc_min += dmin * static_cast<float>(mins_dot_bsums(mn, y[i].bsums));
+    for (int c = C; c < 4; ++c) {
+      si[c] = si[c % C];
+      yd[c] = yd[c % C];
+      mins[c] = mins[c % C];
+    }
+    const int32x4_t sum = vpaddq_s32(vpaddq_s32(si[0], si[1]), vpaddq_s32(si[2], si[3]));
+    const float32x4_t ydv = vld1q_f32(yd);
+    acc = vfmaq_f32(acc, vcvtq_f32_s32(sum), vmulq_n_f32(ydv, h2f(x[i].d)));
+    macc = vfmaq_f32(macc, vld1q_f32(mins), vmulq_n_f32(ydv, h2f(x[i].dmin)));
   }
-  return vaddvq_f32(acc) - acc_min;
+  float v[4];
+  vst1q_f32(v, vsubq_f32(acc, macc));
+  for (int c = 0; c < C; ++c) out[c * os] = v[c];
 }
 
-float dot_q6_k(const void* wv, const void* av, int64_t n) {
-  const auto* x = static_cast<const BlockQ6_K*>(wv);
-  const auto* y = static_cast<const BlockQ8_K*>(av);
+template <int C>
+void tile_q6_k_dot(int64_t nsb, const uint8_t* w, const uint8_t* a, size_t as, float* out, int64_t os) {
+  static_assert(C >= 1 && C <= 4);
+  const auto* x = reinterpret_cast<const BlockQ6_K*>(w);
   float32x4_t acc = vdupq_n_f32(0.0f);
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
+  for (int64_t i = 0; i < nsb; ++i) {
     int8x16_t q[16];
     unpack_q6_k(x[i], q);
-    int32x4_t sumi = vdupq_n_s32(0);
-    for (int g = 0; g < 16; ++g) {
-      const int32x4_t p = dot16(vdupq_n_s32(0), q[g], vld1q_s8(y[i].qs + 16 * g));
-      sumi = vmlaq_n_s32(sumi, p, x[i].scales[g]);
+    int32x4_t si[4];
+    float yd[4];
+    for (int c = 0; c < C; ++c) {
+      const auto& y = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(c) * as)[i];
+      int32x4_t sumi = vdupq_n_s32(0);
+      for (int g = 0; g < 16; ++g) {
+        const int32x4_t p = dot16(vdupq_n_s32(0), q[g], vld1q_s8(y.qs + 16 * g));
+        sumi = vmlaq_n_s32(sumi, p, x[i].scales[g]);
+      }
+      si[c] = sumi;
+      yd[c] = y.d;
     }
-    acc = vfmaq_n_f32(acc, vcvtq_f32_s32(sumi), h2f(x[i].d) * y[i].d);
+    for (int c = C; c < 4; ++c) {
+      si[c] = si[c % C];
+      yd[c] = yd[c % C];
+    }
+    const int32x4_t sum = vpaddq_s32(vpaddq_s32(si[0], si[1]), vpaddq_s32(si[2], si[3]));
+    acc = vfmaq_f32(acc, vcvtq_f32_s32(sum), vmulq_n_f32(vld1q_f32(yd), h2f(x[i].d)));
   }
-  return vaddvq_f32(acc);
+  float v[4];
+  vst1q_f32(v, acc);
+  for (int c = 0; c < C; ++c) out[c * os] = v[c];
 }
 
-template <float (*Dot)(const void*, const void*, int64_t)>
-void gemm_rowdot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
-                 size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
+// One row . one column (the i8mm tables' odd row and column, and their single tokens).
+template <bool kFifthBit>
+float dot_q45_k(const void* wv, const void* av, int64_t n) {
+  float r;
+  tile_k45_dot<kFifthBit, 1>(n / kQK_K, static_cast<const uint8_t*>(wv), static_cast<const uint8_t*>(av), 0, &r, 0);
+  return r;
+}
+
+inline float dot_q6_k(const void* wv, const void* av, int64_t n) {
+  float r;
+  tile_q6_k_dot<1>(n / kQK_K, static_cast<const uint8_t*>(wv), static_cast<const uint8_t*>(av), 0, &r, 0);
+  return r;
+}
+
+using KDotTile = void (*)(int64_t, const uint8_t*, const uint8_t*, size_t, float*, int64_t);
+
+// Column chunks whose activations stay in L2 (~256 KiB) outside, rows inside, each row's
+// super-blocks unpacked once per 4 columns.
+template <KDotTile T4, KDotTile T3, KDotTile T2, KDotTile T1>
+void gemm_k_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
+                size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
+  const int64_t nsb = n / kQK_K;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  for (int64_t r = 0; r < n_rows; ++r) {
-    for (int64_t c = 0; c < n_cols; ++c) {
-      out[c * out_stride + r] = Dot(wb + static_cast<size_t>(r) * w_stride,
-                                    ab + static_cast<size_t>(c) * a_stride, n);
+  const int64_t chunk = std::max<int64_t>(
+      4, (static_cast<int64_t>(256) << 10) / static_cast<int64_t>(std::max<size_t>(a_stride, 1)) / 4 * 4);
+  for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
+    const int64_t c1 = std::min(n_cols, c0 + chunk);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* wr = wb + static_cast<size_t>(r) * w_stride;
+      for (int64_t c = c0; c < c1; c += 4) {
+        const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
+        float* o = out + c * out_stride + r;
+        switch (std::min<int64_t>(4, c1 - c)) {
+          case 4: T4(nsb, wr, ac, a_stride, o, out_stride); break;
+          case 3: T3(nsb, wr, ac, a_stride, o, out_stride); break;
+          case 2: T2(nsb, wr, ac, a_stride, o, out_stride); break;
+          default: T1(nsb, wr, ac, a_stride, o, out_stride); break;
+        }
+      }
     }
   }
 }
@@ -659,9 +725,14 @@ struct Table {
   }
 };
 
+template <bool kFifthBit>
+constexpr auto kGemmK45Dot = &gemm_k_dot<&tile_k45_dot<kFifthBit, 4>, &tile_k45_dot<kFifthBit, 3>,
+                                         &tile_k45_dot<kFifthBit, 2>, &tile_k45_dot<kFifthBit, 1>>;
+constexpr auto kGemmQ6KDot = &gemm_k_dot<&tile_q6_k_dot<4>, &tile_q6_k_dot<3>, &tile_q6_k_dot<2>, &tile_q6_k_dot<1>>;
+
 using DotTable = Table<&gemm_dot<TraitQ4_0>, &gemm_dot<TraitQ4_1>, &gemm_dot<TraitQ5_0>,
-                       &gemm_dot<TraitQ5_1>, &gemm_dot<TraitQ8_0>, &gemm_rowdot<&dot_q45_k<false>>,
-                       &gemm_rowdot<&dot_q45_k<true>>, &gemm_rowdot<&dot_q6_k>>;
+                       &gemm_dot<TraitQ5_1>, &gemm_dot<TraitQ8_0>, kGemmK45Dot<false>,
+                       kGemmK45Dot<true>, kGemmQ6KDot>;
 
 }  // namespace
 }  // namespace geniex::cpu
