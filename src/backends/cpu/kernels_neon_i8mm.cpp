@@ -77,8 +77,10 @@ void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, Pai
 // 2*RP weight rows x CP prepared column pairs (pb[q * nb + b]) over nb 32-element blocks. Each
 // weight block is decoded and zipped once for all CP pairs; every 2x2 tile's arithmetic is
 // the same whatever RP and CP are (four SMMLA in block order, one fma per block).
+// (Not inlined: one call runs a whole tile, and each width's block loop stays one compact body.)
 template <class T, int RP, int CP>
-__attribute__((noinline)) void tile_mm(int64_t nb, const uint8_t* w, size_t ws, const PairBlock* pb, float* out, int64_t os) {
+__attribute__((noinline)) void tile_mm(int64_t nb, const uint8_t* w, size_t ws, const PairBlock* pb, float* out,
+                                       int64_t os) {
   float32x4_t acc[RP][CP], macc[RP][CP];
   for (int p = 0; p < RP; ++p) {
     for (int q = 0; q < CP; ++q) acc[p][q] = macc[p][q] = vdupq_n_f32(0.0f);

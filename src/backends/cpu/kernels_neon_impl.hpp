@@ -173,9 +173,10 @@ inline float a_s(const uint8_t* p) { return h2f(load_u16(p + 2)); }
 // and added at the end): the arithmetic of the SMMLA tiles (kernels_neon_i8mm.cpp), so a
 // column's bits do not depend on C or on which of the two paths ran it. The C columns' sums
 // share one vector (lane c), built by pairwise adds; lanes past C repeat columns mod C.
+// (Not inlined: one call runs a whole tile, and each width's block loop stays one compact body.)
 template <class T, int R, int C>
-__attribute__((noinline)) void tile_dot(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as, float* out,
-              int64_t os) {
+__attribute__((noinline)) void tile_dot(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
+                                        float* out, int64_t os) {
   static_assert(C >= 1 && C <= 4);
   float32x4_t acc[R], macc[R];
   for (int r = 0; r < R; ++r) acc[r] = macc[r] = vdupq_n_f32(0.0f);
