@@ -221,9 +221,48 @@ __attribute__((noinline)) void tile_dot(int64_t nb, const uint8_t* w, size_t ws,
   }
 }
 
+// R <= 4 weight rows x one activation column (single tokens, and the odd last column): the
+// rows' block sums share one vector (lane r; lanes past R repeat rows mod R), with tile_dot's
+// per-element arithmetic, so every output has the bits tile_dot gives it.
+template <class T, int R>
+__attribute__((noinline)) void tile_dot_col(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, float* out) {
+  static_assert(R >= 1 && R <= 4);
+  float32x4_t acc = vdupq_n_f32(0.0f), macc = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* ap = a + static_cast<size_t>(b) * T::kABytes;
+    const Q32 av = load_a<T>(ap);
+    int32x4_t si[4];
+    float32x4_t wd = vdupq_n_f32(0.0f), wm = vdupq_n_f32(0.0f);
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* wp = w + r * ws + static_cast<size_t>(b) * T::kWBytes;
+      __builtin_prefetch(wp + 16 * ws);
+      const Q32 wv = T::load_w(wp);
+      si[r] = dot16(dot16(vdupq_n_s32(0), wv.lo, av.lo), wv.hi, av.hi);
+      wd = vsetq_lane_f32(T::w_d(wp), wd, r);
+      if constexpr (T::kHasMin) wm = vsetq_lane_f32(T::w_m(wp), wm, r);
+    }
+    for (int r = R; r < 4; ++r) si[r] = si[r % R];
+    const int32x4_t sum = vpaddq_s32(vpaddq_s32(si[0], si[1]), vpaddq_s32(si[2], si[3]));
+    acc = vfmaq_f32(acc, vcvtq_f32_s32(sum), vmulq_n_f32(wd, a_d(ap)));
+    if constexpr (T::kHasMin) macc = vaddq_f32(macc, vmulq_n_f32(wm, a_s(ap)));
+  }
+  float v[4];
+  vst1q_f32(v, vaddq_f32(acc, macc));
+  for (int r = 0; r < R; ++r) out[r] = v[r];
+}
+
 template <class T, int C>
 void tile_dot_rows(int rows, int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
                    float* out, int64_t os) {
+  if constexpr (C == 1) {
+    switch (rows) {
+      case 4: tile_dot_col<T, 4>(nb, w, ws, a, out); break;
+      case 3: tile_dot_col<T, 3>(nb, w, ws, a, out); break;
+      case 2: tile_dot_col<T, 2>(nb, w, ws, a, out); break;
+      default: tile_dot_col<T, 1>(nb, w, ws, a, out); break;
+    }
+    return;
+  }
   switch (rows) {
     case 4: tile_dot<T, 4, C>(nb, w, ws, a, as, out, os); break;
     case 3: tile_dot<T, 3, C>(nb, w, ws, a, as, out, os); break;
