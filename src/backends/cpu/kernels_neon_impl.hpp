@@ -167,7 +167,8 @@ inline Q32 load_a(const uint8_t* p) {
 inline float a_d(const uint8_t* p) { return h2f(load_u16(p)); }
 inline float a_s(const uint8_t* p) { return h2f(load_u16(p + 2)); }
 
-// R weight rows x C activation columns (C <= 4) over nb blocks with integer dot products.
+// R weight rows x C activation columns (2 <= C <= 4; one column: tile_dot_col) over nb
+// blocks with integer dot products.
 // Per block, row and column the exact int32 sum S is converted once and fma'd as
 // acc + float(S) * (d_w * d_a) (the min term, d_w's m times the activation's s, summed apart
 // and added at the end): the arithmetic of the SMMLA tiles (kernels_neon_i8mm.cpp), so a
@@ -177,7 +178,7 @@ inline float a_s(const uint8_t* p) { return h2f(load_u16(p + 2)); }
 template <class T, int R, int C>
 __attribute__((noinline)) void tile_dot(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* a, size_t as,
                                         float* out, int64_t os) {
-  static_assert(C >= 1 && C <= 4);
+  static_assert(C >= 2 && C <= 4);
   float32x4_t acc[R], macc[R];
   for (int r = 0; r < R; ++r) acc[r] = macc[r] = vdupq_n_f32(0.0f);
   for (int64_t b = 0; b < nb; ++b) {
@@ -188,23 +189,16 @@ __attribute__((noinline)) void tile_dot(int64_t nb, const uint8_t* w, size_t ws,
       const uint8_t* ap = a + c * as + static_cast<size_t>(b) * T::kABytes;
       av[c] = load_a<T>(ap);
     }
-    if constexpr (C == 1) {
-      const uint8_t* ap = a + static_cast<size_t>(b) * T::kABytes;
-      adh = vld1_dup_u16(reinterpret_cast<const uint16_t*>(ap));
-      if constexpr (T::kHasMin) ash = vld1_dup_u16(reinterpret_cast<const uint16_t*>(ap + 2));
-    } else {
 #pragma GCC unroll 4
-      for (int c = 0; c < 4; ++c) {
-        const uint8_t* ap = a + (c % C) * as + static_cast<size_t>(b) * T::kABytes;
-        adh = vld1_lane_u16(reinterpret_cast<const uint16_t*>(ap), adh, c);
-        if constexpr (T::kHasMin) ash = vld1_lane_u16(reinterpret_cast<const uint16_t*>(ap + 2), ash, c);
-      }
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* ap = a + (c % C) * as + static_cast<size_t>(b) * T::kABytes;
+      adh = vld1_lane_u16(reinterpret_cast<const uint16_t*>(ap), adh, c);
+      if constexpr (T::kHasMin) ash = vld1_lane_u16(reinterpret_cast<const uint16_t*>(ap + 2), ash, c);
     }
     const float32x4_t adv = vcvt_f32_f16(vreinterpret_f16_u16(adh));
     const float32x4_t asv = vcvt_f32_f16(vreinterpret_f16_u16(ash));
     for (int r = 0; r < R; ++r) {
       const uint8_t* wp = w + r * ws + static_cast<size_t>(b) * T::kWBytes;
-      if (C == 1) __builtin_prefetch(wp + 16 * ws);
       const Q32 wv = T::load_w(wp);
       int32x4_t si[4];
       for (int c = 0; c < C; ++c) si[c] = dot16(dot16(vdupq_n_s32(0), wv.lo, av[c].lo), wv.hi, av[c].hi);
@@ -261,13 +255,13 @@ void tile_dot_rows(int rows, int64_t nb, const uint8_t* w, size_t ws, const uint
       case 2: tile_dot_col<T, 2>(nb, w, ws, a, out); break;
       default: tile_dot_col<T, 1>(nb, w, ws, a, out); break;
     }
-    return;
-  }
-  switch (rows) {
-    case 4: tile_dot<T, 4, C>(nb, w, ws, a, as, out, os); break;
-    case 3: tile_dot<T, 3, C>(nb, w, ws, a, as, out, os); break;
-    case 2: tile_dot<T, 2, C>(nb, w, ws, a, as, out, os); break;
-    default: tile_dot<T, 1, C>(nb, w, ws, a, as, out, os); break;
+  } else {
+    switch (rows) {
+      case 4: tile_dot<T, 4, C>(nb, w, ws, a, as, out, os); break;
+      case 3: tile_dot<T, 3, C>(nb, w, ws, a, as, out, os); break;
+      case 2: tile_dot<T, 2, C>(nb, w, ws, a, as, out, os); break;
+      default: tile_dot<T, 1, C>(nb, w, ws, a, as, out, os); break;
+    }
   }
 }
 
