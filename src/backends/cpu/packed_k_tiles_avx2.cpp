@@ -174,12 +174,19 @@ void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, cons
 // elements 32Q + 4t.. at bits 2Q, 2Q+1 (Q = 0..3).
 //
 // Quants are used unsigned (0..63) and the offset comes off per row exactly:
-// sum (q - 32) a sc = sum q a sc - 32 sum_j sc_j bsums_j. Bounds: maddubs pair
-// <= 2 * 63 * 128 = 16128, two chunks in i16 <= 32256; x scale (|sc| <= 128) via madd, per
-// super-block |sum| <= 16 * 16 * 63 * 128 * 128 = 2.7e8; offset term <= 32 * 16 * 128 * 2048
-// = 1.4e8.
+// sum (q - 32) a sc = sum q a sc - 32 sum_j sc_j bsums_j. The running sum starts at the offset
+// term, a madd of (-32 sc_2j', -32 sc_2j'+1) (|.| <= 4096) with (bsums_2j', bsums_2j'+1).
+// Bounds: maddubs pair <= 2 * 63 * 128 = 16128, two chunks in i16 <= 32256; x scale
+// (|sc| <= 128) via madd, per super-block |sum| <= 16 * 16 * 63 * 128 * 128 = 2.7e8; offset
+// term <= 32 * 16 * 128 * 2048 = 1.4e8.
+//
+// Registers: each chunk pair is decoded once and then finished column by column (two maddubs,
+// an i16 add, the scale madd), so only the C running sums, the accumulators, the pair and the
+// sub-block's scales stay live: with the i16 pair sums of every column live across the pair
+// (and a separate offset sum per column) the 4-column tile spilled a running sum, whose chain
+// of adds then went through a store and a reload for every madd.
 template <int C>
-void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, const SubSums* /*ss*/,
+__attribute__((noinline)) void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, const SubSums* /*ss*/,
                int64_t /*ss_stride*/, float* out, int64_t os) {
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
@@ -189,22 +196,24 @@ void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, cons
     const uint8_t* blk = grp + static_cast<size_t>(b) * kQ6KBlock;
     if constexpr (C == 1 && kPrefetchBlocks > 0) prefetch_block(blk + kPrefetchBlocks * kQ6KBlock, kQ6KBlock);
     const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
-    __m256i sreg[4];
-    for (int k = 0; k < 4; ++k) sreg[k] = load256(blk + 16 + 32 * k);
-    // Offset term: sum_j' (sc_2j', sc_2j'+1) . (bsums_2j', bsums_2j'+1).
-    __m256i icorr[C];
+    __m256i isum[C];
 #pragma GCC unroll 8
     for (int jp = 0; jp < 8; ++jp) {
       const int i = 2 * (jp % 2);
-      const __m256i pair = _mm256_srai_epi16(_mm256_shuffle_epi8(sreg[jp / 2], hi_u8(i, i + 1)), 8);
+      const __m256i pair = _mm256_srai_epi16(_mm256_shuffle_epi8(load256(blk + 16 + 32 * (jp / 2)), hi_u8(i, i + 1)), 8);
+      const __m256i neg32 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(pair, 5));
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
-        const __m256i t = _mm256_madd_epi16(pair, bcast4(ab + c * as + kActBsums + 4 * jp));
-        icorr[c] = jp == 0 ? t : _mm256_add_epi32(icorr[c], t);
-        keep(icorr[c]);
+        const __m256i t = _mm256_madd_epi16(neg32, bcast4(ab + c * as + kActBsums + 4 * jp));
+        isum[c] = jp == 0 ? t : _mm256_add_epi32(isum[c], t);
+        keep(isum[c]);
       }
     }
-    __m256i isum[C];
+    // The scales again, through a pointer the compiler cannot match with the loads above, so
+    // that it loads each chunk of scales where a sub-block needs it instead of keeping all four
+    // in registers across the block.
+    const uint8_t* scales = blk + 16;
+    __asm__("" : "+r"(scales));
     const uint8_t* ql = blk + 144;
     const uint8_t* qh = blk + 1168;
 #pragma GCC unroll 2
@@ -214,39 +223,34 @@ void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, cons
 #pragma GCC unroll 2
         for (int u = 0; u < 2; ++u) {
           const int sb = 8 * n + 2 * Q + u;
-          const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(sreg[sb / 4], hi_u8(sb % 4, sb % 4)), 8);
-          __m256i s16[C];
-#pragma GCC unroll 4
-          for (int i = 0; i < 4; ++i) {
-            const int t = 4 * u + i;
-            const __m256i l = load256(ql + static_cast<size_t>(16 * n + 8 * (Q & 1) + t) * 32);
-            const __m256i h = load256(qh + static_cast<size_t>(8 * n + t) * 32);
-            __m256i lo, hb;
-            if (Q < 2) {
-              lo = _mm256_and_si256(l, low4);
-            } else {
-              lo = _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+          const __m256i sc = _mm256_srai_epi16(_mm256_shuffle_epi8(load256(scales + 32 * (sb / 4)), hi_u8(sb % 4, sb % 4)), 8);
+#pragma GCC unroll 2
+          for (int ip = 0; ip < 2; ++ip) {
+            __m256i w[2];
+            for (int k = 0; k < 2; ++k) {
+              const int t = 4 * u + 2 * ip + k;
+              const __m256i l = load256(ql + static_cast<size_t>(16 * n + 8 * (Q & 1) + t) * 32);
+              const __m256i h = load256(qh + static_cast<size_t>(8 * n + t) * 32);
+              const __m256i lo = Q < 2 ? _mm256_and_si256(l, low4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), low4);
+              __m256i hb;
+              if (Q == 0) {
+                hb = _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
+              } else if (Q == 1) {
+                hb = _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
+              } else if (Q == 2) {
+                hb = _mm256_and_si256(h, m30);
+              } else {
+                hb = _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
+              }
+              w[k] = _mm256_or_si256(lo, hb);
             }
-            if (Q == 0) {
-              hb = _mm256_and_si256(_mm256_slli_epi16(h, 4), m30);
-            } else if (Q == 1) {
-              hb = _mm256_and_si256(_mm256_slli_epi16(h, 2), m30);
-            } else if (Q == 2) {
-              hb = _mm256_and_si256(h, m30);
-            } else {
-              hb = _mm256_and_si256(_mm256_srli_epi16(h, 2), m30);
-            }
-            const __m256i w = _mm256_or_si256(lo, hb);
+            const int t0 = 4 * u + 2 * ip;
 #pragma GCC unroll 4
             for (int c = 0; c < C; ++c) {
-              const __m256i p = _mm256_maddubs_epi16(w, bcast4(ab + c * as + kActQs + 128 * n + 32 * Q + 4 * t));
-              s16[c] = (i % 2 == 0) ? p : _mm256_add_epi16(s16[c], p);
-              keep(s16[c]);
-              if (i % 2 == 1) {
-                const __m256i m = _mm256_madd_epi16(s16[c], sc);
-                isum[c] = (sb == 0 && i == 1) ? m : _mm256_add_epi32(isum[c], m);
-                keep(isum[c]);
-              }
+              const uint8_t* ac = ab + c * as + kActQs + 128 * n + 32 * Q + 4 * t0;
+              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(ac)), _mm256_maddubs_epi16(w[1], bcast4(ac + 4)));
+              isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(p, sc));
+              keep(isum[c]);
             }
           }
         }
@@ -256,8 +260,7 @@ void q6_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, cons
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const __m256 da = _mm256_set1_ps(load_f32(ab + c * as));
-      const __m256i tot = _mm256_sub_epi32(isum[c], _mm256_slli_epi32(icorr[c], 5));
-      acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(tot), acc[c]);
+      acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[c]), acc[c]);
     }
   }
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
