@@ -3,6 +3,7 @@
 // unwritten outputs caught by NaN poison), and the f32 helpers against plain loops.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -475,6 +476,66 @@ TEST(CpuHelpers, MultiQueryAttentionBitIdenticalToSingleQuery) {
             << "accum hd=" << hd << " nq=" << nq << " i=" << i;
         ASSERT_EQ(std::memcmp(acc0.data() + i * acc_stride + hd, acc_got.data() + i * acc_stride + hd, 3 * 4), 0)
             << "accum wrote past hd";
+      }
+    }
+  }
+}
+
+// The unit softmax against the per-query definition (kernels.hpp), bit for bit: causal ranges
+// that end inside the span, sliding windows that start inside it, query counts that fill, miss
+// and span the 8-lane groups, scores with wide ranges, and the gap between rows left untouched.
+TEST(CpuHelpers, AttnSoftmaxMultiMatchesPerQueryDefinition) {
+  auto rng = test::make_rng(20261203);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (const int nq : {1, 2, 3, 7, 8, 9, 15, 16, 24, 30}) {
+    for (const int n_keys : {1, 5, 8, 37, 130}) {
+      for (const bool window : {false, true}) {
+        const int32_t jlo = 3 + nq % 5;
+        const int64_t ld = nq + 3;
+        std::vector<int32_t> kv0(static_cast<size_t>(nq)), n_kv(kv0.size());
+        for (int i = 0; i < nq; ++i) {
+          // Causal: later queries see more keys; the last one sees the whole span.
+          n_kv[static_cast<size_t>(i)] = jlo + std::max(1, n_keys - (nq - 1 - i) % (n_keys + 1));
+          kv0[static_cast<size_t>(i)] = window ? std::min(n_kv[static_cast<size_t>(i)] - 1, jlo + (i * 7) % n_keys) : jlo;
+        }
+        std::vector<float> s(static_cast<size_t>(ld * n_keys), kPoison);
+        for (int j = 0; j < n_keys; ++j) {
+          for (int i = 0; i < nq; ++i) s[static_cast<size_t>(j * ld + i)] = nd(rng) * (i % 3 == 0 ? 20.0f : 2.0f);
+        }
+        std::vector<float> want(s);
+        for (int i = 0; i < nq; ++i) {
+          const int32_t a = kv0[static_cast<size_t>(i)], b = n_kv[static_cast<size_t>(i)];
+          float m = -std::numeric_limits<float>::infinity();
+          for (int32_t j = a; j < b; ++j) m = std::max(m, want[static_cast<size_t>((j - jlo) * ld + i)]);
+          double sum = 0.0;
+          for (int j = 0; j < n_keys; ++j) {
+            float& e = want[static_cast<size_t>(j * ld + i)];
+            e = static_cast<float>(std::exp(static_cast<double>(e - m)));
+            if (jlo + j >= a && jlo + j < b) sum += static_cast<double>(e);
+          }
+          const auto inv = static_cast<float>(1.0 / sum);
+          for (int j = 0; j < n_keys; ++j) {
+            float& e = want[static_cast<size_t>(j * ld + i)];
+            e = fp16_to_f32(f32_to_fp16(e * inv));
+          }
+        }
+        std::vector<float> got(s);
+        cpu::attn_softmax_multi(got.data(), ld, nq, jlo, n_keys, kv0.data(), n_kv.data());
+        for (int i = 0; i < nq; ++i) {
+          for (int j = 0; j < n_keys; ++j) {
+            const int32_t key = jlo + j;
+            if (key < kv0[static_cast<size_t>(i)] || key >= n_kv[static_cast<size_t>(i)]) continue;  // unread
+            const auto at = static_cast<size_t>(j * ld + i);
+            ASSERT_EQ(std::memcmp(&want[at], &got[at], 4), 0)
+                << "nq=" << nq << " n_keys=" << n_keys << " window=" << window << " i=" << i << " j=" << j << ": "
+                << want[at] << " vs " << got[at];
+          }
+        }
+        for (int j = 0; j < n_keys; ++j) {
+          for (int64_t i = nq; i < ld; ++i) {
+            ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(j * ld + i)], &kPoison, 4), 0) << "wrote past nq";
+          }
+        }
       }
     }
   }

@@ -2,8 +2,11 @@
 // between them and the SIMD tables, and the f32 helpers' dispatch.
 #include "backends/cpu/kernels.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "backends/cpu/kernels_internal.hpp"
 #include "core/cpu_features.hpp"
@@ -155,6 +158,62 @@ void scalar_exp_f32_row(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = exp_f32(x[i]);
 }
 
+// The softmax of a unit (kernels.hpp), one query after another in loops the compiler may
+// vectorize; keys every query has are done for all queries at once.
+void generic_attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
+                                const int32_t* n_kv) {
+  thread_local std::vector<float> m, inv;
+  thread_local std::vector<double> sum;
+  thread_local std::vector<uint16_t> p16;
+  const auto n = static_cast<size_t>(nq);
+  m.assign(n, -std::numeric_limits<float>::infinity());
+  sum.assign(n, 0.0);
+  inv.resize(n);
+  int32_t clo = 0, chi = std::numeric_limits<int32_t>::max();  // keys every query has
+  for (int i = 0; i < nq; ++i) {
+    clo = std::max(clo, kv0[i]);
+    chi = std::min(chi, n_kv[i]);
+  }
+  if (chi < clo) chi = clo;
+  const int32_t jhi = jlo + n_keys;
+  auto active = [&](int i, int32_t j) { return j >= kv0[i] && j < n_kv[i]; };
+  float* const mq = m.data();
+  double* const sq = sum.data();
+  for (int32_t j = jlo; j < jhi; ++j) {
+    const float* row = s + static_cast<int64_t>(j - jlo) * ld;
+    if (j >= clo && j < chi) {
+      for (int i = 0; i < nq; ++i) mq[i] = row[i] > mq[i] ? row[i] : mq[i];  // std::max(m, s)
+    } else {
+      for (int i = 0; i < nq; ++i) {
+        if (active(i, j)) mq[i] = std::max(mq[i], row[i]);
+      }
+    }
+  }
+  for (int32_t j = 0; j < n_keys; ++j) {
+    float* row = s + static_cast<int64_t>(j) * ld;
+    for (int i = 0; i < nq; ++i) row[i] = exp_f32(row[i] - mq[i]);
+  }
+  for (int32_t j = jlo; j < jhi; ++j) {
+    const float* row = s + static_cast<int64_t>(j - jlo) * ld;
+    if (j >= clo && j < chi) {
+      for (int i = 0; i < nq; ++i) sq[i] += static_cast<double>(row[i]);
+    } else {
+      for (int i = 0; i < nq; ++i) {
+        if (active(i, j)) sq[i] += static_cast<double>(row[i]);
+      }
+    }
+  }
+  float* const iq = inv.data();
+  for (int i = 0; i < nq; ++i) iq[i] = static_cast<float>(1.0 / sq[i]);
+  p16.resize(n);
+  for (int32_t j = 0; j < n_keys; ++j) {
+    float* row = s + static_cast<int64_t>(j) * ld;
+    for (int i = 0; i < nq; ++i) row[i] *= iq[i];
+    cpu::f32_to_fp16_row(row, p16.data(), nq);
+    cpu::fp16_to_f32_row(p16.data(), row, nq);
+  }
+}
+
 struct Helpers {
   float (*dot_f32)(const float*, const float*, int64_t);
   void (*axpy_f32)(float, const float*, float*, int64_t);
@@ -173,6 +232,7 @@ struct AttnHelpers {
                                 int64_t);
   void (*attn_accum_f16_multi)(const float*, int64_t, int, const uint8_t*, size_t, int, int64_t, float*, int64_t);
   void (*rope_rotate)(const float*, float*, const float*, const float*, int, bool);
+  void (*attn_softmax_multi)(float*, int64_t, int, int32_t, int, const int32_t*, const int32_t*);
 };
 
 const AttnHelpers& attn_helpers() {
@@ -180,15 +240,18 @@ const AttnHelpers& attn_helpers() {
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
     if (avx2_usable()) {
       return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx2::exp_f32_row,
-                         &avx2::attn_scores_f16_multi, &avx2::attn_accum_f16_multi, &avx2::rope_rotate};
+                         &avx2::attn_scores_f16_multi, &avx2::attn_accum_f16_multi, &avx2::rope_rotate,
+                         &avx2::attn_softmax_multi};
     }
 #endif
 #if defined(GENIEX_HAVE_NEON_KERNELS)
     return AttnHelpers{&neon::attn_scores_f16, &neon::attn_accum_f16, &scalar_exp_f32_row,
-                       &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate};
+                       &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate,
+                       &generic_attn_softmax_multi};
 #endif
     return AttnHelpers{&scalar_attn_scores_f16, &scalar_attn_accum_f16, &scalar_exp_f32_row,
-                       &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate};
+                       &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate,
+                       &generic_attn_softmax_multi};
   }();
   return h;
 }
@@ -283,6 +346,10 @@ void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8
 void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
                           int64_t hd, float* acc, int64_t acc_stride) {
   attn_helpers().attn_accum_f16_multi(p, ld, nq, v, row_bytes, n_keys, hd, acc, acc_stride);
+}
+void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
+                        const int32_t* n_kv) {
+  attn_helpers().attn_softmax_multi(s, ld, nq, jlo, n_keys, kv0, n_kv);
 }
 
 }  // namespace geniex::cpu

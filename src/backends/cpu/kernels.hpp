@@ -58,6 +58,15 @@ void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8
                            int n_keys, int64_t hd, float scale, float* scores, int64_t ld);
 void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
                           int64_t hd, float* acc, int64_t acc_stride);
+// The softmax of a unit of queries, in place over their scores: s[(j - jlo) * ld + i] is query
+// i's score for key j, j in [jlo, jlo + n_keys), and query i attends the keys [kv0[i], n_kv[i])
+// (each query at least one in the span). Per query: m = the largest score of its keys; every
+// entry becomes exp_f32(s - m); the query's entries are summed in double in key order; every
+// entry is multiplied by (float)(1 / sum) and rounded to f16 (llama.cpp's probabilities with an
+// f16 cache). Entries of keys outside a query's range end up with values that nothing reads.
+// The same bits on every ISA.
+void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
+                        const int32_t* n_kv);
 // RoPE: turns `half` pairs of x into y by angles with cosines cs[i] and sines sn[i]:
 // y0 = fma(x0, c, -(x1 s)), y1 = fma(x0, s, x1 c), the pair (x[2i], x[2i+1]) when interleaved
 // (llama's "normal" mode), else (x[i], x[i + half]) (NeoX); the same bits on every ISA.

@@ -30,6 +30,8 @@ void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, 
                           int64_t hd, float* acc, int64_t acc_stride);
 void exp_f32_row(const float* x, float* y, int64_t n);
 void rope_rotate(const float* x, float* y, const float* cs, const float* sn, int half, bool interleaved);
+void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
+                        const int32_t* n_kv);
 // Kernels for the AVX2 packed 8-row layout of weight type t (packed_tiles_avx2.cpp), or nullptr;
 // exact: tiles in the file-layout AVX2 kernels' summation order (GENIEX_AVX2_EXACT=1).
 const PackedKernels* packed_kernels(DType t, bool exact);

@@ -29,8 +29,6 @@ struct Scratch {
   std::vector<float> q;       // [query][head_dim], rounded to f16
   std::vector<float> s;       // [key - jlo][query]: scores, then probabilities
   std::vector<float> acc;     // [query][head_dim]
-  std::vector<double> sum;    // per query
-  std::vector<float> m, inv;  // per query
   std::vector<int32_t> kv0, n_kv;
   std::vector<uint16_t> p16;
   std::vector<int64_t> tiles;  // first token of each tile, then n_tok
@@ -206,49 +204,9 @@ void attention(const OpArgs& a) {
       cpu::attn_scores_f16_multi(sc.q.data(), hd, nq, kr, row_bytes, n, hd, p.scale,
                                  sc.s.data() + static_cast<size_t>(j - jlo) * ld, static_cast<int64_t>(ld));
     });
-    // Softmax per query over its own keys, in key order: max, exp(s - max), sum in double.
-    // Keys every query has are done for all queries at once (loops over queries that the
-    // compiler vectorizes; each query's sequence of operations is unchanged).
-    sc.m.assign(ld, -std::numeric_limits<float>::infinity());
-    sc.sum.assign(ld, 0.0);
-    sc.inv.resize(ld);
-    float* const mq = sc.m.data();
-    double* const sq = sc.sum.data();
-    for (int32_t j = jlo; j < jhi; ++j) {
-      const float* row = sc.s.data() + static_cast<size_t>(j - jlo) * ld;
-      if (j >= clo && j < chi) {
-        for (int i = 0; i < nq; ++i) mq[i] = row[i] > mq[i] ? row[i] : mq[i];  // std::max(m, s)
-      } else {
-        for (int i = 0; i < nq; ++i) {
-          if (active(i, j)) mq[i] = std::max(mq[i], row[i]);
-        }
-      }
-    }
-    for (int32_t j = 0; j < n_keys; ++j) {
-      float* row = sc.s.data() + static_cast<size_t>(j) * ld;
-      for (int i = 0; i < nq; ++i) row[i] -= mq[i];
-    }
-    cpu::exp_f32_row(sc.s.data(), sc.s.data(), static_cast<int64_t>(sc.s.size()));
-    for (int32_t j = jlo; j < jhi; ++j) {
-      const float* row = sc.s.data() + static_cast<size_t>(j - jlo) * ld;
-      if (j >= clo && j < chi) {
-        for (int i = 0; i < nq; ++i) sq[i] += static_cast<double>(row[i]);
-      } else {
-        for (int i = 0; i < nq; ++i) {
-          if (active(i, j)) sq[i] += static_cast<double>(row[i]);
-        }
-      }
-    }
-    float* const iq = sc.inv.data();
-    for (int i = 0; i < nq; ++i) iq[i] = static_cast<float>(1.0 / sq[i]);
-    for (int32_t j = 0; j < n_keys; ++j) {
-      float* row = sc.s.data() + static_cast<size_t>(j) * ld;
-      for (int i = 0; i < nq; ++i) row[i] *= iq[i];
-    }
-    // Probabilities rounded to f16, as llama.cpp does with an f16 cache.
-    sc.p16.resize(sc.s.size());
-    cpu::f32_to_fp16_row(sc.s.data(), sc.p16.data(), static_cast<int64_t>(sc.s.size()));
-    cpu::fp16_to_f32_row(sc.p16.data(), sc.s.data(), static_cast<int64_t>(sc.s.size()));
+    // Softmax per query over its own keys (max, exp, sum in double in key order), probabilities
+    // rounded to f16 as llama.cpp does with an f16 cache.
+    cpu::attn_softmax_multi(sc.s.data(), static_cast<int64_t>(ld), nq, jlo, n_keys, sc.kv0.data(), sc.n_kv.data());
 
     // Weighted sum of V rows: keys every query has in one multi-query call per run, the
     // others query by query, all in key order.
