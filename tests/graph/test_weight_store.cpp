@@ -2,7 +2,9 @@
 // weights once), reads back as the reference dequantization of the original rows, sits on a
 // 64-byte boundary without overlapping another, the arena starts on a 2 MiB boundary, and the
 // bytes advised for 2 MiB pages are whole 2 MiB pages of it. Weights without a packed layout
-// (F32, a row count that is not a multiple of 8) are left alone.
+// (F32, a row count that is not a multiple of 8) are left alone. The originals' pages leave the
+// process where they are pages of a file mapping (and read back unchanged), never where they are
+// heap bytes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,13 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
 #include "backends/cpu/backend/weight_store.hpp"
+#include "core/mmap.hpp"
 #include "backends/cpu/packed.hpp"
 #include "core/dtype.hpp"
 #include "quant/quant.hpp"
@@ -22,7 +30,7 @@ namespace {
 
 struct Source {
   graph::WeightRef ref;
-  std::vector<uint8_t> bytes;  // what the store reads (its pages are dropped afterwards)
+  std::vector<uint8_t> bytes;  // what the store reads (heap memory: its pages are not dropped)
   std::vector<uint8_t> copy;   // the same bytes, kept for the comparison
 };
 
@@ -86,12 +94,63 @@ TEST(CpuWeightStore, RepacksIntoOneAlignedArena) {
       ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << s.ref.name << " row " << r;
     }
   }
+  // The originals live in the heap: dropping their pages would have zeroed them (only pages of
+  // shared file mappings are dropped).
+  for (const Source& s : src) EXPECT_EQ(s.bytes, s.copy) << s.ref.name << ": heap bytes changed";
   std::sort(spans.begin(), spans.end());
   EXPECT_EQ(spans.front().first % (uintptr_t{2} << 20), 0u) << "the arena starts on a 2 MiB boundary";
   for (size_t i = 1; i < spans.size(); ++i) EXPECT_LE(spans[i - 1].second, spans[i].first) << "overlap";
   const int64_t advised = st.huge_page_bytes();
   EXPECT_EQ(advised % (int64_t{2} << 20), 0);
   EXPECT_LE(advised, static_cast<int64_t>(spans.back().second - spans.front().first));
+}
+
+// Resident kB of the mapping that contains addr (/proc/self/smaps), or -1.
+long resident_kb(const void* addr) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  bool in = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &lo, &hi) == 2 && line.find(' ') > line.find('-')) {
+      in = a >= lo && a < hi;
+      continue;
+    }
+    long kb = 0;
+    if (in && std::sscanf(line.c_str(), "Rss: %ld kB", &kb) == 1) return kb;
+  }
+  return -1;
+}
+
+TEST(CpuWeightStore, DropsTheFilePagesOfWhatItRepacks) {
+  if (cpu::packed_kernels_for(DType::Q8_0, 1024, 512) == nullptr) {
+    GTEST_SKIP() << "no packed Q8_0 layout on this CPU (or GENIEX_REPACK=0)";
+  }
+  std::mt19937 rng(11);
+  Source s;
+  make_source(&s, "w", DType::Q8_0, 1024, 512, rng);  // 544 KiB
+  const std::string path = testing::TempDir() + "geniex_weight_store_" + std::to_string(::getpid()) + ".bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(s.bytes.data()), static_cast<std::streamsize>(s.bytes.size()));
+  }
+  auto file = MappedFile::open(path);
+  ::unlink(path.c_str());
+  ASSERT_TRUE(file.has_value()) << file.error().message;
+  s.ref.data = (*file)->data();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < s.bytes.size(); i += 4096) sum += s.ref.data[i];  // every page mapped in
+  const long before = resident_kb(s.ref.data);
+  const graph::WeightRef* refs[] = {&s.ref};
+  auto store = backends::CpuWeightStore::create(refs, 1);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  ASSERT_NE((*store)->find(s.ref.data), nullptr);
+  const long after = resident_kb(s.ref.data);
+  if (before < 0) GTEST_SKIP() << "no /proc/self/smaps";
+  EXPECT_GE(before, 500) << "the file's pages were mapped in (" << sum << ")";
+  EXPECT_LE(after, 8) << "the repacked weight's file pages left the process";
+  EXPECT_EQ(std::memcmp(s.ref.data, s.copy.data(), s.copy.size()), 0) << "and read back unchanged";
 }
 
 TEST(CpuWeightStore, NothingToRepackGivesAnEmptyStore) {

@@ -1,12 +1,18 @@
 // Repacking at load: one pass over each weight that a packed layout serves, split by rows
 // over threads, into one 2 MiB-aligned arena; then the original pages are dropped from this
-// process with MADV_DONTNEED so resident memory stays one copy of the weights.
+// process with MADV_DONTNEED so resident memory stays one copy of the weights (where they are
+// file pages: bytes in the heap or other anonymous memory are left alone).
 #include "backends/cpu/backend/weight_store.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <unordered_set>
@@ -17,13 +23,42 @@
 namespace geniex::backends {
 namespace {
 
-// Drops the whole pages of [data, data + bytes) from this process (file pages stay in the page
-// cache; a later read maps them back).
-void drop_pages(const uint8_t* data, size_t bytes, long page) {
+// The address ranges of this process's shared file mappings (/proc/self/maps: shared, with an
+// inode), sorted: there MADV_DONTNEED only unmaps a page, and a later read maps the file's page
+// back. Anywhere else (the heap, anonymous or private mappings: MappedFile::from_bytes's copy, a
+// caller's own buffer) it would discard the bytes, so weights there keep their pages. Empty when
+// /proc is not readable: then nothing is dropped.
+using Ranges = std::vector<std::pair<uintptr_t, uintptr_t>>;
+Ranges shared_file_ranges() {
+  Ranges out;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long start = 0, end = 0, offset = 0, inode = 0;
+    char perms[8] = {}, dev[32] = {};
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %31s %llu", &start, &end, perms, &offset, dev, &inode) == 6 &&
+        std::strlen(perms) == 4 && perms[3] == 's' && inode != 0) {
+      out.emplace_back(static_cast<uintptr_t>(start), static_cast<uintptr_t>(end));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool inside(const Ranges& ranges, uintptr_t begin, uintptr_t end) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), std::make_pair(begin, UINTPTR_MAX));
+  if (it == ranges.begin()) return false;
+  --it;
+  return begin >= it->first && end <= it->second;
+}
+
+// Drops the whole pages of [data, data + bytes) from this process when they lie in a shared file
+// mapping (file pages stay in the page cache; a later read maps them back).
+void drop_pages(const Ranges& droppable, const uint8_t* data, size_t bytes, long page) {
   const auto p = static_cast<uintptr_t>(page);
   const auto begin = (reinterpret_cast<uintptr_t>(data) + p - 1) / p * p;
   const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) / p * p;
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  if (end > begin && inside(droppable, begin, end)) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 constexpr size_t kHugePage = size_t{2} << 20;
@@ -90,6 +125,7 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
   }
 #endif
 
+  const Ranges droppable = shared_file_ranges();
   for (const Job& job : jobs) {
     const graph::WeightRef* w = job.w;
     uint8_t* dst = base + job.offset;
@@ -106,13 +142,13 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
       });
     }
     for (auto& th : pool) th.join();
-    drop_pages(w->data, w->nbytes, page);
+    drop_pages(droppable, w->data, w->nbytes, page);
     store->index_[w->data] = Packed{dst, job.k};
     store->packed_bytes_ += static_cast<int64_t>(w->nbytes);
   }
   // Once more at the end: reading a tensor maps its neighbours' pages too (the kernel's fault-
   // around maps a whole aligned window of cached pages), including tensors dropped before.
-  for (const Job& job : jobs) drop_pages(job.w->data, job.w->nbytes, page);
+  for (const Job& job : jobs) drop_pages(droppable, job.w->data, job.w->nbytes, page);
   GX_LOG_INFO("cpu: repacked " + std::to_string(store->index_.size()) + " weights (" +
               std::to_string(store->packed_bytes_ >> 20) + " MiB), " + std::to_string(store->huge_page_bytes_ >> 20) +
               " MiB advised for 2 MiB pages");

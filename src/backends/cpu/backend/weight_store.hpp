@@ -21,7 +21,8 @@ class CpuWeightStore {
   };
 
   // Repacks each weight that has a preferred layout on this CPU (using n_threads threads)
-  // and releases the file pages of the originals from this process (they are no longer read).
+  // and releases the file pages of the originals from this process (they are no longer read)
+  // where they are pages of a shared file mapping; originals anywhere else keep their bytes.
   static Result<std::shared_ptr<const CpuWeightStore>> create(
       std::span<const graph::WeightRef* const> weights, int n_threads);
 
