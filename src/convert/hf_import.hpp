@@ -54,8 +54,8 @@ Result<gguf::Writer> import_hf(const std::string& dir, const ImportOptions& opti
 
 // The folder imported and parsed as a gguf::File, for loading a model straight from a folder.
 // The GGUF bytes live in an anonymous in-memory file (memfd) mapped like a file on disk, not in
-// MappedFile::from_bytes's heap copy: the CPU backend drops the pages of weights it repacks
-// (MADV_DONTNEED), which a file mapping reads back but would zero a heap buffer.
+// MappedFile::from_bytes's heap copy: the CPU backend drops the file pages of weights it
+// repacks (MADV_DONTNEED, only in shared file mappings), so resident memory holds one copy.
 Result<gguf::File> load_hf_as_gguf(const std::string& dir, const ImportOptions& options = {});
 
 // The output type names of `geniex convert --type`: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1,
