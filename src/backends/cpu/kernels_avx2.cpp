@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backends/cpu/kernels_internal.hpp"
 #include "quant/quant.hpp"
@@ -1122,27 +1123,18 @@ void exp_f32_row(const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] = static_cast<float>(std::exp(static_cast<double>(x[i])));
 }
 
-// The softmax of a unit (kernels.hpp): 8 queries per vector, one key row after another, so each
-// query's operations and their order are generic_attn_softmax_multi's: max, exp_f32 of s - m
-// (exp4_f32_via_f64, as exp_f32_row), the sum in double in key order over its own keys (the
-// others add +0), 1 / sum in double rounded to float, the product, F16C's round to nearest even.
-// A last group of fewer than 8 queries goes through masked loads and stores (kTail; plain ones
-// otherwise: vmaskmovps stores are slow on AMD cores).
+// The softmax of a unit (kernels.hpp), with each query's operations and their order those of
+// generic_attn_softmax_multi: max, exp_f32 of s - m (exp4_f32_via_f64, as exp_f32_row), the sum
+// in double in key order over its own keys, 1 / sum in double rounded to float, the product,
+// F16C's round to nearest even. Groups of 8 queries go one key row at a time, 8 queries per
+// vector (a query's outside keys add +0 to its sum); the queries left over (all of them in
+// decode, where a unit has 1-4) one at a time over their own keys, gathered into a contiguous
+// run (masked loads and stores across queries are slow on AMD cores, and a group of 8 lanes
+// with one query in it wastes the other 7 exps).
 namespace {
-template <bool kTail>
-void softmax_group(float* s, int64_t ld, int nl, int32_t jlo, int n_keys, const int32_t* kv0, const int32_t* n_kv) {
-  const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(nl), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  auto load = [&](const float* p) { return kTail ? _mm256_maskload_ps(p, live) : _mm256_loadu_ps(p); };
-  auto store = [&](float* p, __m256 v) {
-    if constexpr (kTail) {
-      _mm256_maskstore_ps(p, live, v);
-    } else {
-      _mm256_storeu_ps(p, v);
-    }
-  };
-  // Dead lanes (kTail) get the empty range [0, 0).
-  const __m256i lo = kTail ? _mm256_maskload_epi32(kv0, live) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kv0));
-  const __m256i hi = kTail ? _mm256_maskload_epi32(n_kv, live) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(n_kv));
+void softmax_group8(float* s, int64_t ld, int32_t jlo, int n_keys, const int32_t* kv0, const int32_t* n_kv) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kv0));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(n_kv));
   // Lanes whose query has key j.
   auto has = [&](int32_t j) {
     const __m256i jv = _mm256_set1_epi32(j);
@@ -1150,16 +1142,16 @@ void softmax_group(float* s, int64_t ld, int nl, int32_t jlo, int n_keys, const 
   };
   __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (int j = 0; j < n_keys; ++j) {
-    const __m256 r = load(s + j * ld);
+    const __m256 r = _mm256_loadu_ps(s + j * ld);
     m = _mm256_blendv_ps(m, _mm256_max_ps(r, m), has(jlo + j));  // r > m ? r : m
   }
   __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
   for (int j = 0; j < n_keys; ++j) {
     float* row = s + j * ld;
-    const __m256 x = _mm256_sub_ps(load(row), m);
+    const __m256 x = _mm256_sub_ps(_mm256_loadu_ps(row), m);
     const __m256 e = _mm256_set_m128(exp4_f32_via_f64(_mm256_extractf128_ps(x, 1)),
                                      exp4_f32_via_f64(_mm256_castps256_ps128(x)));
-    store(row, e);
+    _mm256_storeu_ps(row, e);
     const __m256 em = _mm256_and_ps(e, has(jlo + j));
     sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(em)));
     sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(em, 1)));
@@ -1168,17 +1160,50 @@ void softmax_group(float* s, int64_t ld, int nl, int32_t jlo, int n_keys, const 
   const __m256 inv = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, sum1)), _mm256_cvtpd_ps(_mm256_div_pd(one, sum0)));
   for (int j = 0; j < n_keys; ++j) {
     float* row = s + j * ld;
-    const __m256 p = _mm256_mul_ps(load(row), inv);
-    store(row, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(row), inv);
+    _mm256_storeu_ps(row, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
   }
+}
+
+// A float of this file's own, so that std::vector<Lane> is an internal-linkage instantiation:
+// a std::vector<float> compiled here with -mavx2 would be a weak symbol the linker may keep for
+// every other file's (see packed_tiles_avx2.cpp).
+struct Lane {
+  float v;
+};
+
+// One query over its keys [a, b) (rows of s, ld apart); the other rows are left alone.
+void softmax_one(float* s, int64_t ld, int a, int b, std::vector<Lane>* buf) {
+  const int n = b - a;
+  if (buf->size() < static_cast<size_t>(n + 8)) buf->resize(static_cast<size_t>(n + 8));
+  float* t = &(*buf)[0].v;
+  for (int k = 0; k < n; ++k) t[k] = s[(a + k) * ld];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int k = 0; k < n; ++k) m = t[k] > m ? t[k] : m;
+  for (int k = n; k < n + 8; ++k) t[k] = m;  // a whole last vector (exp(0), never read)
+  const __m128 mv = _mm_set1_ps(m);
+  for (int k = 0; k < n; k += 4) _mm_storeu_ps(t + k, exp4_f32_via_f64(_mm_sub_ps(_mm_loadu_ps(t + k), mv)));
+  double sum = 0.0;
+  for (int k = 0; k < n; ++k) sum += static_cast<double>(t[k]);
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  for (int k = 0; k < n; k += 8) {
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(t + k), inv);
+    _mm256_storeu_ps(t + k, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+  }
+  for (int k = 0; k < n; ++k) s[(a + k) * ld] = t[k];
 }
 }  // namespace
 
 void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
                         const int32_t* n_kv) {
   int i0 = 0;
-  for (; i0 + 8 <= nq; i0 += 8) softmax_group<false>(s + i0, ld, 8, jlo, n_keys, kv0 + i0, n_kv + i0);
-  if (i0 < nq) softmax_group<true>(s + i0, ld, nq - i0, jlo, n_keys, kv0 + i0, n_kv + i0);
+  for (; i0 + 8 <= nq; i0 += 8) softmax_group8(s + i0, ld, jlo, n_keys, kv0 + i0, n_kv + i0);
+  thread_local std::vector<Lane> buf;
+  for (int i = i0; i < nq; ++i) {
+    const int a = kv0[i] - jlo > 0 ? kv0[i] - jlo : 0;
+    const int b = n_kv[i] - jlo < n_keys ? n_kv[i] - jlo : n_keys;
+    if (b > a) softmax_one(s + i, ld, a, b, &buf);
+  }
 }
 
 }  // namespace geniex::cpu::avx2
