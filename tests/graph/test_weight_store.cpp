@@ -16,13 +16,13 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include "backends/cpu/backend/weight_store.hpp"
-#include "core/mmap.hpp"
 #include "backends/cpu/packed.hpp"
 #include "core/dtype.hpp"
+#include "core/mmap.hpp"
 #include "quant/quant.hpp"
 
 namespace geniex {
