@@ -47,9 +47,11 @@ prepare() {
   [[ -f "$model" ]] || die "model not found: $model (set GENIEX_MODEL)"
   command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]] || die "nvcc not found: the bundle needs the CUDA build"
   cmake -S "$REPO" -B "$build" -DCMAKE_BUILD_TYPE=Release -DGENIEX_BUILD_TESTS=ON -DGENIEX_CUDA=ON >/dev/null
-  cmake --build "$build" -j"${JOBS:-2}" --target test_cuda op_consistency geniex_cli
+  cmake --build "$build" -j"${JOBS:-2}" --target test_cuda op_consistency geniex_cli geniex_cuda
   rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/payload/bin" "$BUNDLE/payload/lib" "$BUNDLE/payload/tools"
-  cp "$build/tests/test_cuda" "$build/tests/op_consistency" "$build/tools/geniex" "$BUNDLE/payload/bin/"
+  # The CUDA backend is a plugin the runtime opens from next to the executable.
+  cp "$build/tests/test_cuda" "$build/tests/op_consistency" "$build/tools/geniex" \
+    "$build/lib/libgeniex_cuda.so" "$BUNDLE/payload/bin/"
   strip "$BUNDLE/payload/bin/"*
   # Shared libraries outside glibc and libstdc++ that a CUDA image may lack (libcudart included;
   # cuBLAS, 0.5 GB, is taken from the device's toolkit or its Python nvidia-cublas wheel).

@@ -189,6 +189,23 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     -DGENIEX_BUILD_BENCH=OFF -DGENIEX_SANITIZE=OFF -DGENIEX_FUZZ=OFF -DGENIEX_CUDA=ON
   cmake --build build-cuda -j "$JOBS" --target test_cuda op_consistency geniex_cli
   ctest --test-dir build-cuda --output-on-failure -j "$JOBS" -L cuda
+  # The CUDA build's CLI where no NVIDIA driver is installed: --device gpu runs on a fallback
+  # with a note naming the missing driver, and the plugin (cudart, cuBLAS) is never opened,
+  # so the peak RSS stays that of a build without CUDA (~200 MiB lower than when it was linked).
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+    build-cuda/tools/geniex run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --device gpu -v \
+      >build-cuda/gpu_run.out 2>&1 || fail "build-cuda: geniex run --device gpu: $(cat build-cuda/gpu_run.out)"
+    grep -q 'no NVIDIA driver found' build-cuda/gpu_run.out || fail "build-cuda: no driver note: $(cat build-cuda/gpu_run.out)"
+    build-cuda/tools/geniex bench -m "$MODEL" -p 16 -n 2 -r 1 --json >build-cuda/bench.json 2>/dev/null || fail "build-cuda: geniex bench"
+    build/tools/geniex bench -m "$MODEL" -p 16 -n 2 -r 1 --json >build-cuda/bench_nocuda.json 2>/dev/null || fail "build: geniex bench"
+    # Opening the plugin alone adds ~150 MiB (measured with ctypes: 14 -> 165 MiB).
+    python3 - build-cuda/bench.json build-cuda/bench_nocuda.json <<'PY' || fail "build-cuda: peak RSS above the build without CUDA (did cudart load?)"
+import json, sys
+peak = [max(json.loads(l)["peak_rss_bytes"] for l in open(f) if l.strip()) / 2**20 for f in sys.argv[1:]]
+print(f"build-cuda: peak RSS {peak[0]:.0f} MiB, build without CUDA {peak[1]:.0f} MiB")
+sys.exit(peak[0] > peak[1] + 50)
+PY
+  fi
 else
   echo "no nvcc on this machine: CUDA backend not built"
 fi

@@ -10,8 +10,8 @@
 #ifdef GENIEX_HAVE_OPENCL
 #include "backends/opencl/opencl_backend.hpp"
 #endif
-#ifdef GENIEX_HAVE_CUDA
-#include "backends/cuda/cuda_backend.hpp"
+#ifdef GENIEX_CUDA_PLUGIN
+#include "runtime/cuda_plugin.hpp"
 #endif
 
 namespace geniex {
@@ -83,11 +83,13 @@ DeviceResolution resolve_device(Device device) {
   const bool want_gpu = want_npu || device.kind() == Device::Kind::Gpu;
   if (want_npu) r.notes.push_back("npu: no NPU backend in this build; falling back to gpu");
   bool have_cuda = false;
-#ifdef GENIEX_HAVE_CUDA
-  // CUDA first: an NVIDIA GPU takes "gpu" and "auto" ahead of OpenCL.
+#ifdef GENIEX_CUDA_PLUGIN
+  // CUDA first: an NVIDIA GPU takes "gpu" and "auto" ahead of OpenCL. The backend is a
+  // plugin, opened only when the NVIDIA driver reports a device (runtime/cuda_plugin.hpp).
   std::string cuda_miss;
   if (want_gpu) {
-    auto cuda_probe = backends::cuda::probe_device();
+    auto plugin = cuda_plugin::load();
+    auto cuda_probe = plugin ? (*plugin)->probe() : Result<backends::cuda::CudaPluginDevice>(plugin.error());
     have_cuda = cuda_probe.has_value();
     if (have_cuda) r.backend_names.push_back("cuda");
     else cuda_miss = cuda_probe.error().message;
@@ -113,7 +115,7 @@ DeviceResolution resolve_device(Device device) {
     r.notes.push_back("gpu: no GPU backend in this build (built without OpenCL); falling back to cpu");
 #endif
   }
-#ifdef GENIEX_HAVE_CUDA
+#ifdef GENIEX_CUDA_PLUGIN
   // No CUDA device: one line, joined to the gpu note above when the fallback wrote one.
   if (!cuda_miss.empty()) {
     const bool opencl = std::find(r.backend_names.begin(), r.backend_names.end(), "opencl") != r.backend_names.end();
@@ -135,9 +137,10 @@ Result<std::vector<std::unique_ptr<backends::Backend>>> create_backends(
   for (const std::string& name : names) {
     if (name == "cpu") {
       out.push_back(std::make_unique<backends::CpuBackend>(n_threads, cpu_weights));
-#ifdef GENIEX_HAVE_CUDA
+#ifdef GENIEX_CUDA_PLUGIN
     } else if (name == "cuda") {
-      GX_ASSIGN_OR_RETURN(auto cu, backends::cuda::CudaBackend::create());
+      GX_ASSIGN_OR_RETURN(const backends::cuda::CudaPluginApi* plugin, cuda_plugin::load());
+      GX_ASSIGN_OR_RETURN(auto cu, plugin->create(log_level()));
       out.push_back(std::move(cu));
 #endif
 #ifdef GENIEX_HAVE_OPENCL
