@@ -104,8 +104,14 @@ if [ -n "${GENIEX_MODEL:-}" ] && [ -f "$GENIEX_MODEL" ]; then
     qemu "$cpu" "$T/greedy_ids" "$GENIEX_MODEL" "$N_GEN" 2 "${PROMPT[@]}" >"$out" \
       || fail "greedy_ids under -cpu $cpu: $(cat "$out")"
     grep -q "^kernels q4_1: ${ISA[$cpu]}\$" "$out" || fail "greedy_ids under -cpu $cpu did not use the ${ISA[$cpu]} kernels: $(grep '^kernels' "$out" | tr '\n' ' ')"
+    # SmolLM2's Q8_0 weight (the tied embedding / output) is repacked for SMMLA only with i8mm.
+    if [ "${ISA[$cpu]}" = i8mm ]; then
+      grep -q '^packed: .*q8_0x8z x' "$out" || fail "greedy_ids under -cpu $cpu did not repack the Q8_0 weight: $(grep '^packed' "$out")"
+    else
+      ! grep -q 'x8z' "$out" || fail "greedy_ids under -cpu $cpu repacked for SMMLA without i8mm: $(grep '^packed' "$out")"
+    fi
     got="$(grep '^ids:' "$out")"
-    echo "qemu -cpu $cpu (${ISA[$cpu]}): $got ($(grep '^min_margin' "$out"))"
+    echo "qemu -cpu $cpu (${ISA[$cpu]}, $(grep '^packed' "$out")): $got ($(grep '^min_margin' "$out"))"
     [ "$got" = "$want" ] || fail "greedy ids under -cpu $cpu differ from the native build's
   native: $want
   $cpu:  $got"

@@ -9,6 +9,7 @@
 // and second-best logit over the steps, to tell a near-tie from a real divergence).
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,6 +84,15 @@ int main(int argc, char** argv) {
     const cpu::TypeKernels* k = cpu::kernels_for(t);
     std::printf("kernels %s: %s\n", std::string(dtype_name(t)).c_str(), k != nullptr ? k->isa : "none");
   }
+
+  // The repacked layouts the weight store chose (scripts/test_aarch64.sh checks the i8mm ones).
+  std::map<std::string, int> packed;
+  for (const graph::WeightRef* w : weights) {
+    if (const auto* p = (*store)->find(w->data)) ++packed[p->kernels->name];
+  }
+  std::printf("packed:");
+  for (const auto& [name, count] : packed) std::printf(" %s x%d", name.c_str(), count);
+  std::printf("\n");
 
   std::vector<int32_t> generated;
   float min_margin = 1e30f;

@@ -72,6 +72,8 @@ const TypeKernels* kernels(DType t);
 }  // namespace neon_dotprod
 namespace neon_i8mm {
 const TypeKernels* kernels(DType t);
+// The x8z layouts (packed.hpp) for Q4_0, Q4_1 and Q8_0; nullptr for other types.
+const PackedKernels* packed_kernels(DType t);
 }  // namespace neon_i8mm
 #endif
 

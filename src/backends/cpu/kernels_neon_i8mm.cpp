@@ -56,8 +56,10 @@ struct PairBlock {
   float32x4_t ad, as;
 };
 
+// ad_mul: a power of two folded into the activation scales (1/16 for the Q4_0x8z quants,
+// which are 16 times the value), so products keep their bits.
 template <class T>
-void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, PairBlock* out) {
+void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, PairBlock* out, float ad_mul = 1.0f) {
   for (int64_t q = 0; q < n_pairs; ++q) {
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* ap0 = a + static_cast<size_t>(2 * q) * as + static_cast<size_t>(b) * T::kABytes;
@@ -68,7 +70,7 @@ void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, Pai
       o.z[1] = zip_hi(a0.lo, a1.lo);
       o.z[2] = zip_lo(a0.hi, a1.hi);
       o.z[3] = zip_hi(a0.hi, a1.hi);
-      o.ad = lanes_xyxy(a_d(ap0), a_d(ap1));
+      o.ad = lanes_xyxy(a_d(ap0) * ad_mul, a_d(ap1) * ad_mul);
       o.as = T::kHasMin ? lanes_xyxy(a_s(ap0), a_s(ap1)) : vdupq_n_f32(0.0f);
     }
   }
@@ -183,6 +185,208 @@ void gemm_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const vo
     }
   }
 }
+
+// ---- the x8z layouts (packed.hpp): weights repacked at load as SMMLA operands ------------------
+// The file-layout tiles above spend most of their instructions per block on decoding and
+// zipping each weight block (and SDOT on gathering one column's rows); here the operands come
+// zipped from memory: Q8_0 loads them, Q4_0 takes two instructions per 32 weights (its
+// quants are 16 times the value; the activation scales carry the 1/16). Every output is
+// acc + float(S) * (d_w * d_a) per block in block order, as in tile_mm and tile_dot_col, so
+// the bits are those of the file layout's kernels.
+
+// kHead: bytes of per-row fields per group block; TA: the activation blocks' trait (Q8_0, or
+// Q8_1 with its d * sum for the min term); kPairs: column pairs per SMMLA tile (2 where the
+// min sums need the registers).
+struct ZQ8_0 {
+  using TA = TraitQ8_0;
+  static constexpr size_t kHead = 16, kPair = 64;
+  static constexpr int kPairs = 4;
+  static constexpr float kAMul = 1.0f;
+  static void load(const uint8_t* v, int8x16_t* z) {
+    const auto* q = reinterpret_cast<const int8_t*>(v);
+    z[0] = vld1q_s8(q);
+    z[1] = vld1q_s8(q + 16);
+    z[2] = vld1q_s8(q + 32);
+    z[3] = vld1q_s8(q + 48);
+  }
+};
+
+struct ZQ4_0 {
+  using TA = TraitQ8_0;
+  static constexpr size_t kHead = 16, kPair = 32;
+  static constexpr int kPairs = 4;
+  static constexpr float kAMul = 1.0f / 16.0f;
+  static void load(const uint8_t* v, int8x16_t* z) {
+    const int8x16_t v0 = vld1q_s8(reinterpret_cast<const int8_t*>(v));
+    const int8x16_t v1 = vld1q_s8(reinterpret_cast<const int8_t*>(v + 16));
+    const int8x16_t high = vdupq_n_s8(static_cast<int8_t>(0xF0));
+    z[0] = vshlq_n_s8(v0, 4);
+    z[1] = vandq_s8(v0, high);
+    z[2] = vshlq_n_s8(v1, 4);
+    z[3] = vandq_s8(v1, high);
+  }
+};
+
+struct ZQ4_1 {
+  using TA = TraitQ4_1;
+  static constexpr size_t kHead = 32, kPair = 32;
+  static constexpr int kPairs = 2;
+  static constexpr float kAMul = 1.0f;
+  static void load(const uint8_t* v, int8x16_t* z) {
+    const uint8x16_t v0 = vld1q_u8(v), v1 = vld1q_u8(v + 16);
+    const uint8x16_t low = vdupq_n_u8(0x0F);
+    z[0] = vreinterpretq_s8_u8(vandq_u8(v0, low));
+    z[1] = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4));
+    z[2] = vreinterpretq_s8_u8(vandq_u8(v1, low));
+    z[3] = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
+  }
+};
+
+template <class Z>
+constexpr size_t kZGroupBlock = Z::kHead + 4 * Z::kPair;
+
+// (x0, x1, x2, x3): the fp16 fields of rows 2 p0 .. 2 p0 + 3 (field 0: d, 1: m).
+template <int kField>
+inline float32x4_t group_field4(const uint8_t* gb, int p0) {
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(gb + 16 * kField) + 2 * p0)));
+}
+
+// Rows 2 p0 .. 2 p0 + 3 of one 8-row group (p0 = 0 or 2) x CP prepared column pairs.
+template <class Z, int CP>
+__attribute__((noinline)) void ztile_mm(int64_t nb, const uint8_t* g, int p0, const PairBlock* pb, float* out,
+                                        int64_t os) {
+  constexpr bool kMin = Z::TA::kHasMin;
+  float32x4_t acc[2][CP], macc[2][CP];
+  for (int p = 0; p < 2; ++p) {
+    for (int q = 0; q < CP; ++q) acc[p][q] = macc[p][q] = vdupq_n_f32(0.0f);
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = g + static_cast<size_t>(b) * kZGroupBlock<Z>;
+    __builtin_prefetch(gb + 4 * kZGroupBlock<Z>);
+    // (d0, d1, d2, d3) of the 4 rows -> (d0, d0, d1, d1) and (d2, d2, d3, d3); the same for m.
+    const float32x4_t d = group_field4<0>(gb, p0);
+    const float32x4_t wd[2] = {vzip1q_f32(d, d), vzip2q_f32(d, d)};
+    float32x4_t wm[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+    if constexpr (kMin) {
+      const float32x4_t m = group_field4<1>(gb, p0);
+      wm[0] = vzip1q_f32(m, m);
+      wm[1] = vzip2q_f32(m, m);
+    }
+    int8x16_t wz[2][4];
+    Z::load(gb + Z::kHead + Z::kPair * static_cast<size_t>(p0), wz[0]);
+    Z::load(gb + Z::kHead + Z::kPair * static_cast<size_t>(p0 + 1), wz[1]);
+    for (int q = 0; q < CP; ++q) {
+      const PairBlock& y = pb[q * nb + b];
+      for (int p = 0; p < 2; ++p) {
+        int32x4_t s = vmmlaq_s32(vdupq_n_s32(0), wz[p][0], y.z[0]);
+        s = vmmlaq_s32(s, wz[p][1], y.z[1]);
+        s = vmmlaq_s32(s, wz[p][2], y.z[2]);
+        s = vmmlaq_s32(s, wz[p][3], y.z[3]);
+        acc[p][q] = vfmaq_f32(acc[p][q], vcvtq_f32_s32(s), vmulq_f32(wd[p], y.ad));
+        if constexpr (kMin) macc[p][q] = vaddq_f32(macc[p][q], vmulq_f32(wm[p], y.as));
+      }
+    }
+  }
+  for (int q = 0; q < CP; ++q) {
+    for (int p = 0; p < 2; ++p) store_tile(vaddq_f32(acc[p][q], macc[p][q]), out + 2 * q * os + 2 * p, os);
+  }
+}
+
+template <class Z, int CP>
+void ztile_mm_tail(int cp, int64_t nb, const uint8_t* g, int p0, const PairBlock* pb, float* out, int64_t os) {
+  if constexpr (CP > 0) {
+    if (cp == CP) {
+      ztile_mm<Z, CP>(nb, g, p0, pb, out, os);
+    } else {
+      ztile_mm_tail<Z, CP - 1>(cp, nb, g, p0, pb, out, os);
+    }
+  }
+}
+
+// The 8 rows of one group x one activation column (a single token, or the odd last column),
+// with SDOT: the column's 8-byte pieces duplicated in both halves meet a row pair's zipped
+// operand, lanes (row 0, row 0, row 1, row 1); pairwise adds give the 4 rows of two pairs in
+// one vector, as tile_dot_col's lanes.
+template <class Z>
+__attribute__((noinline)) void zcol(int64_t nb, const uint8_t* g, const uint8_t* a, float* out) {
+  constexpr bool kMin = Z::TA::kHasMin;
+  float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  float32x4_t macc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = g + static_cast<size_t>(b) * kZGroupBlock<Z>;
+    __builtin_prefetch(gb + 8 * kZGroupBlock<Z>);
+    const uint8_t* ap = a + static_cast<size_t>(b) * Z::TA::kABytes;
+    const Q32 av = load_a<typename Z::TA>(ap);
+    const int64x2_t lo = vreinterpretq_s64_s8(av.lo), hi = vreinterpretq_s64_s8(av.hi);
+    const int8x16_t u[4] = {vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 1)),
+                            vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 1))};
+    int32x4_t s[4];
+    for (int p = 0; p < 4; ++p) {
+      int8x16_t z[4];
+      Z::load(gb + Z::kHead + Z::kPair * static_cast<size_t>(p), z);
+      s[p] = dot16(dot16(dot16(dot16(vdupq_n_s32(0), z[0], u[0]), z[1], u[1]), z[2], u[2]), z[3], u[3]);
+    }
+    const float16x8_t dh = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(gb)));
+    const float ad = a_d(ap) * Z::kAMul;
+    acc[0] = vfmaq_f32(acc[0], vcvtq_f32_s32(vpaddq_s32(s[0], s[1])), vmulq_n_f32(vcvt_f32_f16(vget_low_f16(dh)), ad));
+    acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(vpaddq_s32(s[2], s[3])), vmulq_n_f32(vcvt_high_f32_f16(dh), ad));
+    if constexpr (kMin) {
+      const float16x8_t mh = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(gb + 16)));
+      const float as = a_s(ap);
+      macc[0] = vaddq_f32(macc[0], vmulq_n_f32(vcvt_f32_f16(vget_low_f16(mh)), as));
+      macc[1] = vaddq_f32(macc[1], vmulq_n_f32(vcvt_high_f32_f16(mh), as));
+    }
+  }
+  vst1q_f32(out, vaddq_f32(acc[0], macc[0]));
+  vst1q_f32(out + 4, vaddq_f32(acc[1], macc[1]));
+}
+
+// n_rows (a multiple of 8) packed rows x n_cols activation columns: column pairs through
+// SMMLA (prepared in L2-sized chunks as in gemm_mm), an odd last column through zcol.
+template <class Z>
+void gemm_z(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
+            int64_t n_cols, float* out, int64_t out_stride) {
+  const int64_t nb = n / 32;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  const size_t group_stride = 8 * w_stride;
+  const int64_t n_groups = n_rows / 8;
+  const int64_t n_pairs = n_cols / 2;
+  if (n_pairs > 0) {
+    constexpr int kPairs = Z::kPairs;
+    const int64_t per_pair = nb * static_cast<int64_t>(sizeof(PairBlock));
+    const int64_t chunk = std::max<int64_t>(kPairs, (static_cast<int64_t>(256) << 10) / per_pair / kPairs * kPairs);
+    thread_local std::vector<PairBlock> pairs;
+    const auto need = static_cast<size_t>(std::min(chunk, n_pairs) * nb);
+    if (pairs.size() < need) pairs.resize(need);
+    for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
+      const int64_t q1 = std::min(n_pairs, q0 + chunk);
+      prepare_pairs<typename Z::TA>(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb,
+                                    pairs.data(), Z::kAMul);
+      for (int64_t g = 0; g < n_groups; ++g) {
+        const uint8_t* wg = wb + static_cast<size_t>(g) * group_stride;
+        for (int p0 = 0; p0 < 4; p0 += 2) {
+          for (int64_t q = q0; q < q1; q += kPairs) {
+            const int cp = static_cast<int>(std::min<int64_t>(kPairs, q1 - q));
+            ztile_mm_tail<Z, kPairs>(cp, nb, wg, p0, pairs.data() + (q - q0) * nb,
+                                     out + 2 * q * out_stride + 8 * g + 2 * p0, out_stride);
+          }
+        }
+      }
+    }
+  }
+  if (n_cols % 2 == 1) {
+    const int64_t c = n_cols - 1;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      zcol<Z>(nb, wb + static_cast<size_t>(g) * group_stride, ab + static_cast<size_t>(c) * a_stride,
+              out + c * out_stride + 8 * g);
+    }
+  }
+}
+
+const PackedKernels kZQ4_0{"q4_0x8z", &gemm_z<ZQ4_0>, &dequantize_q4_0x8z_row, &repack_q4_0x8z};
+const PackedKernels kZQ4_1{"q4_1x8z", &gemm_z<ZQ4_1>, &dequantize_q4_1x8z_row, &repack_q4_1x8z};
+const PackedKernels kZQ8_0{"q8_0x8z", &gemm_z<ZQ8_0>, &dequantize_q8_0x8z_row, &repack_q8_0x8z};
 
 // ---- K-quants: 2 rows x 2 columns per SMMLA tile ----------------------------------------------
 // A super-block of 256 as 16 groups of 16 signed quants with one integer scale each, plus the
@@ -353,6 +557,12 @@ using MmTable = Table<&gemm_mm<TraitQ4_0>, &gemm_mm<TraitQ4_1>, &gemm_mm<TraitQ5
 
 namespace neon_i8mm {
 const TypeKernels* kernels(DType t) { return MmTable::find(t, "i8mm"); }
+const PackedKernels* packed_kernels(DType t) {
+  if (t == DType::Q4_0) return &kZQ4_0;
+  if (t == DType::Q4_1) return &kZQ4_1;
+  if (t == DType::Q8_0) return &kZQ8_0;
+  return nullptr;
+}
 }  // namespace neon_i8mm
 
 }  // namespace geniex::cpu

@@ -55,6 +55,100 @@ void dequantize_x8_row(DType t, const void* base, int64_t row, float* dst, int64
   }
 }
 
+// The x8z layouts (packed.hpp): group block (g, b) is kFields x 16 bytes of per-row fp16
+// fields (d, then m for Q4_1), then 4 row pairs of kPair bytes.
+inline size_t zgroup_block_offset(int64_t g, int64_t nb, int64_t b, size_t group_block) {
+  return static_cast<size_t>(g * nb + b) * group_block;
+}
+
+// Row pair (qs0, qs1) of a Q4_0 / Q4_1 block into the two nibble vectors: byte j < 8 takes row
+// 0's quants j (low) and 8 + j (high) for the first vector, 16 + j and 24 + j for the second;
+// bytes 8 + j the same of row 1. The file keeps element i < 16 in qs[i]'s low nibble and
+// element 16 + i in its high one. kXor = 0x88 stores Q4_0's q ^ 8.
+// (8 bytes at a time: the byte-wise shifts are masked so no nibble crosses a byte.)
+template <uint8_t kXor>
+void zip_q4_pair(const uint8_t* qs0, const uint8_t* qs1, uint8_t* v) {
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0FULL, kHigh = 0xF0F0F0F0F0F0F0F0ULL;
+  constexpr uint64_t kX = 0x0101010101010101ULL * kXor;
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* qs = half == 0 ? qs0 : qs1;
+    uint64_t a = 0, b = 0;  // qs[0..7], qs[8..15]
+    std::memcpy(&a, qs, 8);
+    std::memcpy(&b, qs + 8, 8);
+    const uint64_t v0 = ((a & kLow) | ((b << 4) & kHigh)) ^ kX;
+    const uint64_t v1 = (((a >> 4) & kLow) | (b & kHigh)) ^ kX;
+    std::memcpy(v + 8 * half, &v0, 8);
+    std::memcpy(v + 16 + 8 * half, &v1, 8);
+  }
+}
+
+// Its inverse for one row of the pair (half 0 or 1).
+template <uint8_t kXor>
+void unzip_q4_row(const uint8_t* v, int half, uint8_t* qs) {
+  for (int j = 0; j < 8; ++j) {
+    const auto a = static_cast<uint8_t>(v[8 * half + j] ^ kXor);       // q[j] | q[8 + j] << 4
+    const auto b = static_cast<uint8_t>(v[16 + 8 * half + j] ^ kXor);  // q[16 + j] | q[24 + j] << 4
+    qs[j] = static_cast<uint8_t>((a & 0x0F) | (b << 4));
+    qs[8 + j] = static_cast<uint8_t>((a >> 4) | (b & 0xF0));
+  }
+}
+
+template <class Block, int kFields, size_t kPair, uint8_t kXor>
+void repack_x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  constexpr size_t kHead = 16 * kFields;
+  constexpr size_t kGroupBlock = kHead + 4 * kPair;
+  static_assert(kGroupBlock == 8 * sizeof(Block));
+  const int64_t nb = n / 32;
+  const auto* in = static_cast<const Block*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < n_rows / 8; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* o = out + zgroup_block_offset(g, nb, b, kGroupBlock);
+      for (int r = 0; r < 8; ++r) {
+        const auto* blk = reinterpret_cast<const uint8_t*>(&in[(g * 8 + r) * nb + b]);
+        for (int f = 0; f < kFields; ++f) std::memcpy(o + 16 * f + 2 * r, blk + 2 * f, 2);
+      }
+      for (int p = 0; p < 4; ++p) {
+        const Block& b0 = in[(g * 8 + 2 * p) * nb + b];
+        const Block& b1 = in[(g * 8 + 2 * p + 1) * nb + b];
+        uint8_t* v = o + kHead + kPair * static_cast<size_t>(p);
+        if constexpr (kPair == 64) {  // Q8_0: z_k = row 0's quants 8k.., then row 1's
+          for (int k = 0; k < 4; ++k) {
+            std::memcpy(v + 16 * k, b0.qs + 8 * k, 8);
+            std::memcpy(v + 16 * k + 8, b1.qs + 8 * k, 8);
+          }
+        } else {
+          zip_q4_pair<kXor>(b0.qs, b1.qs, v);
+        }
+      }
+    }
+  }
+}
+
+template <class Block, int kFields, size_t kPair, uint8_t kXor>
+void dequantize_x8z_row(DType t, const void* base, int64_t row, float* dst, int64_t n) {
+  constexpr size_t kHead = 16 * kFields;
+  constexpr size_t kGroupBlock = kHead + 4 * kPair;
+  const int64_t nb = n / 32;
+  const int64_t g = row / 8;
+  const int r = static_cast<int>(row % 8);
+  const int p = r / 2, half = r % 2;
+  const auto* in = static_cast<const uint8_t*>(base);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = in + zgroup_block_offset(g, nb, b, kGroupBlock);
+    const uint8_t* v = gb + kHead + kPair * static_cast<size_t>(p);
+    Block blk;
+    auto* o = reinterpret_cast<uint8_t*>(&blk);
+    for (int f = 0; f < kFields; ++f) std::memcpy(o + 2 * f, gb + 16 * f + 2 * r, 2);
+    if constexpr (kPair == 64) {
+      for (int k = 0; k < 4; ++k) std::memcpy(blk.qs + 8 * k, v + 16 * k + 8 * half, 8);
+    } else {
+      unzip_q4_row<kXor>(v, half, blk.qs);
+    }
+    quant::dequantize_row_ref(t, &blk, dst + b * 32, 32);
+  }
+}
+
 bool repack_disabled() {
   const char* env = std::getenv("GENIEX_REPACK");
   return env != nullptr && std::strcmp(env, "0") == 0;
@@ -70,6 +164,24 @@ void repack_q4_1x8(const void* src, void* dst, int64_t n, int64_t n_rows) {
 }
 void repack_q8_0x8(const void* src, void* dst, int64_t n, int64_t n_rows) {
   repack_x8<quant::BlockQ8_0, 1, 32>(src, dst, n, n_rows);
+}
+void repack_q4_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_x8z<quant::BlockQ4_0, 1, 32, 0x88>(src, dst, n, n_rows);
+}
+void repack_q4_1x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_x8z<quant::BlockQ4_1, 2, 32, 0>(src, dst, n, n_rows);
+}
+void repack_q8_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_x8z<quant::BlockQ8_0, 1, 64, 0>(src, dst, n, n_rows);
+}
+void dequantize_q4_0x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_x8z_row<quant::BlockQ4_0, 1, 32, 0x88>(DType::Q4_0, base, row, dst, n);
+}
+void dequantize_q4_1x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_x8z_row<quant::BlockQ4_1, 2, 32, 0>(DType::Q4_1, base, row, dst, n);
+}
+void dequantize_q8_0x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_x8z_row<quant::BlockQ8_0, 1, 64, 0>(DType::Q8_0, base, row, dst, n);
 }
 void dequantize_q4_0x8_row(const void* base, int64_t row, float* dst, int64_t n) {
   dequantize_x8_row<quant::BlockQ4_0, 1, 16>(DType::Q4_0, base, row, dst, n);
@@ -98,6 +210,10 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
     if (const PackedKernels* k = avx2::packed_kernels(t, exact)) return k;
     return exact ? nullptr : avx2::packed_kernels_k(t);
   }
+#elif defined(__aarch64__)
+  // SMMLA for several tokens, SDOT for one: both are in the i8mm kernel file.
+  const CpuFeatures& f = cpu_features();
+  if (std::strcmp(isa, "i8mm") == 0) return f.arm_i8mm && f.arm_dotprod ? neon_i8mm::packed_kernels(t) : nullptr;
 #else
   (void)t;
 #endif
@@ -108,7 +224,11 @@ const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows) {
   if (repack_disabled() || n % 32 != 0 || n_rows % 8 != 0) return nullptr;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512")) return k;
+#if defined(__aarch64__)
+  return packed_kernels_for_isa(t, "i8mm");
+#else
   return packed_kernels_for_isa(t, "avx2");  // own layouts (packed_tiles_avx2.cpp)
+#endif
 }
 
 }  // namespace geniex::cpu

@@ -30,8 +30,9 @@ struct PackedKernels {
 // nullptr to keep the file's layout. Honours GENIEX_REPACK=0.
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows);
 
-// Kernels of a given ISA ("avx512", "avx512vnni", or "avx2": its own layouts, see
-// packed_tiles_avx2.cpp) for tests that compare implementations;
+// Kernels of a given ISA ("avx512", "avx512vnni", "avx2": its own layouts, see
+// packed_tiles_avx2.cpp, or "i8mm" on AArch64: the x8z layouts below) for tests that compare
+// implementations;
 // nullptr when not compiled in, not supported by this CPU, or no layout for t.
 const PackedKernels* packed_kernels_for_isa(DType t, const char* isa);
 
@@ -43,6 +44,24 @@ void repack_q8_0x8(const void* src, void* dst, int64_t n, int64_t n_rows);
 void dequantize_q4_0x8_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q4_1x8_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q8_0x8_row(const void* base, int64_t row, float* dst, int64_t n);
+
+// AArch64 layouts for the SMMLA kernels (kernels_neon_i8mm.cpp), per group of 8 rows and
+// 32-element block: the 8 rows' fp16 scales (16 bytes; Q4_1 then its 8 fp16 mins), then per
+// row pair (2p, 2p+1) the four SMMLA operands z0..z3, z_k being row 2p's elements 8k..8k+7
+// followed by row 2p+1's:
+//   Q8_0x8z (272 bytes): z0, z1, z2, z3 as int8, 16 bytes each;
+//   Q4_0x8z (144 bytes) and Q4_1x8z (160 bytes): two 16-byte vectors, byte j of the first
+//     holding z0[j] in its low nibble and z1[j] in its high one, the second z2 and z3. Q4_1's
+//     nibbles are its quants (`v & 15`, `v >> 4`); Q4_0's are q ^ 8, the 4-bit two's
+//     complement of q - 8, so `v << 4` and `v & 0xF0` are 16 (q - 8) as int8. Two
+//     instructions decode 32 weights.
+// Same sizes and row offsets as the 8-row layouts above.
+void repack_q4_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q4_1x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q8_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void dequantize_q4_0x8z_row(const void* base, int64_t row, float* dst, int64_t n);
+void dequantize_q4_1x8z_row(const void* base, int64_t row, float* dst, int64_t n);
+void dequantize_q8_0x8z_row(const void* base, int64_t row, float* dst, int64_t n);
 
 // K-quant layouts (packed_k.cpp), per group of 8 rows and 256-element super-block, each
 // row's fields in 4-byte chunks, chunk k of the 8 rows together (32 bytes, row r at 4r):

@@ -1,0 +1,178 @@
+// The AArch64 x8z layouts (packed.hpp) and their SMMLA/SDOT kernels (kernels_neon_i8mm.cpp).
+// The layout tests are portable and run everywhere; the kernel tests need i8mm (qemu -cpu max
+// in scripts/test_aarch64.sh) and skip elsewhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels.hpp"
+#include "backends/cpu/packed.hpp"
+#include "quant/quant.hpp"
+
+namespace geniex {
+namespace {
+
+struct Rows {
+  std::vector<uint8_t> w;
+  size_t row_bytes = 0;
+};
+
+Rows random_rows(DType t, int64_t k, int64_t rows, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Rows r;
+  r.row_bytes = static_cast<size_t>(row_bytes(t, k));
+  r.w.resize(r.row_bytes * static_cast<size_t>(rows));
+  std::vector<float> f(static_cast<size_t>(k));
+  for (int64_t i = 0; i < rows; ++i) {
+    const float shift = t == DType::Q4_1 ? nd(rng) : 0.0f;  // asymmetric rows exercise Q4_1's mins
+    for (float& v : f) v = nd(rng) + shift;
+    quant::quantize_row_ref(t, f.data(), r.w.data() + static_cast<size_t>(i) * r.row_bytes, k);
+  }
+  return r;
+}
+
+size_t block_bytes(DType t) {
+  return t == DType::Q8_0 ? sizeof(quant::BlockQ8_0) : t == DType::Q4_1 ? sizeof(quant::BlockQ4_1) : sizeof(quant::BlockQ4_0);
+}
+
+// Element i of block b of row `row`, as the integer the block stores (q - 8 for Q4_0, q for
+// Q4_1).
+int quant_of(DType t, const Rows& r, int64_t row, int64_t b, int i) {
+  const uint8_t* p = r.w.data() + static_cast<size_t>(row) * r.row_bytes + static_cast<size_t>(b) * block_bytes(t);
+  if (t == DType::Q8_0) return reinterpret_cast<const quant::BlockQ8_0*>(p)->qs[i];
+  const uint8_t* qs = t == DType::Q4_1 ? reinterpret_cast<const quant::BlockQ4_1*>(p)->qs
+                                       : reinterpret_cast<const quant::BlockQ4_0*>(p)->qs;
+  const int q = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+  return t == DType::Q4_1 ? q : q - 8;
+}
+
+using RepackFn = void (*)(const void*, void*, int64_t, int64_t);
+using RowFn = void (*)(const void*, int64_t, float*, int64_t);
+RepackFn repack_of(DType t) {
+  return t == DType::Q4_0 ? cpu::repack_q4_0x8z : t == DType::Q4_1 ? cpu::repack_q4_1x8z : cpu::repack_q8_0x8z;
+}
+RowFn row_of(DType t) {
+  return t == DType::Q4_0   ? cpu::dequantize_q4_0x8z_row
+         : t == DType::Q4_1 ? cpu::dequantize_q4_1x8z_row
+                            : cpu::dequantize_q8_0x8z_row;
+}
+
+// The bytes the kernels read: per group block, 8 fp16 scales (then Q4_1's 8 mins), then per
+// row pair the SMMLA operands z_k (row 2p's elements 8k..8k+7, then row 2p+1's); Q4_1 as
+// nibbles that `v & 15` / `v >> 4` decode, Q4_0 as nibbles that `v << 4` / `v & 0xF0` turn
+// into 16 (q - 8).
+TEST(PackedX8z, LayoutIsTheDocumentedSmmlaOperands) {
+  std::mt19937 rng(7);
+  const int64_t k = 96, n_rows = 16, nb = k / 32;
+  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    const Rows r = random_rows(t, k, n_rows, rng);
+    std::vector<uint8_t> z(r.w.size());
+    repack_of(t)(r.w.data(), z.data(), k, n_rows);
+    const int fields = t == DType::Q4_1 ? 2 : 1;
+    const size_t head = 16 * static_cast<size_t>(fields), pair = t == DType::Q8_0 ? 64 : 32, group_block = head + 4 * pair;
+    ASSERT_EQ(group_block, 8 * block_bytes(t));
+    for (int64_t g = 0; g < n_rows / 8; ++g) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* gb = z.data() + static_cast<size_t>(g * nb + b) * group_block;
+        for (int row = 0; row < 8; ++row) {
+          const uint8_t* src = r.w.data() + static_cast<size_t>(g * 8 + row) * r.row_bytes + static_cast<size_t>(b) * block_bytes(t);
+          for (int f = 0; f < fields; ++f) {
+            ASSERT_EQ(std::memcmp(gb + 16 * f + 2 * row, src + 2 * f, 2), 0) << "field " << f << " of row " << row;
+          }
+        }
+        for (int p = 0; p < 4; ++p) {
+          const uint8_t* v = gb + head + pair * static_cast<size_t>(p);
+          for (int kk = 0; kk < 4; ++kk) {
+            for (int j = 0; j < 16; ++j) {
+              const int64_t row = g * 8 + 2 * p + (j < 8 ? 0 : 1);
+              const int want = quant_of(t, r, row, b, 8 * kk + j % 8);
+              int got = 0;
+              const uint8_t byte = t == DType::Q8_0 ? v[16 * kk + j] : v[16 * (kk / 2) + j];
+              if (t == DType::Q8_0) {
+                got = static_cast<int8_t>(byte);
+              } else if (t == DType::Q4_1) {
+                got = kk % 2 == 0 ? byte & 15 : byte >> 4;
+              } else {
+                got = static_cast<int8_t>(kk % 2 == 0 ? static_cast<uint8_t>(byte << 4) : static_cast<uint8_t>(byte & 0xF0)) / 16;
+              }
+              ASSERT_EQ(got, want) << dtype_name(t) << " g=" << g << " b=" << b << " pair " << p << " z" << kk << "[" << j << "]";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedX8z, RowsReadBackExactly) {
+  std::mt19937 rng(11);
+  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    for (const int64_t k : {32, 576, 2048}) {
+      const int64_t n_rows = 24;
+      const Rows r = random_rows(t, k, n_rows, rng);
+      std::vector<uint8_t> z(r.w.size());
+      repack_of(t)(r.w.data(), z.data(), k, n_rows);
+      std::vector<float> want(static_cast<size_t>(k)), got(want);
+      for (int64_t row = 0; row < n_rows; ++row) {
+        quant::dequantize_row_ref(t, r.w.data() + static_cast<size_t>(row) * r.row_bytes, want.data(), k);
+        row_of(t)(z.data(), row, got.data(), k);
+        ASSERT_EQ(want, got) << dtype_name(t) << " k=" << k << " row " << row;
+      }
+    }
+  }
+}
+
+// gemm on the repacked rows: bit for bit the file layout's i8mm kernels (so repacking changes
+// no result, on every column count: pairs through SMMLA, an odd column through SDOT), and
+// near the scalar reference; rows split in two calls as threads split them.
+void check_i8mm_packed(DType t) {
+  const cpu::PackedKernels* pk = cpu::packed_kernels_for_isa(t, "i8mm");
+  const cpu::TypeKernels* file = cpu::kernels_for_isa(t, "i8mm");
+  if (pk == nullptr || file == nullptr) GTEST_SKIP() << "no i8mm on this CPU";
+  const cpu::TypeKernels* ref = cpu::kernels_for_isa(t, "scalar");
+  const uint32_t seed = std::random_device{}();
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  struct Shape { int64_t k, rows, cols; };
+  for (const Shape s : {Shape{256, 64, 1}, Shape{32, 8, 1}, Shape{576, 24, 3}, Shape{2048, 16, 2}, Shape{96, 40, 5},
+                        Shape{160, 8, 7}, Shape{576, 48, 13}, Shape{64, 16, 8}, Shape{1536, 32, 9}, Shape{128, 8, 18}}) {
+    const Rows r = random_rows(t, s.k, s.rows, rng);
+    const size_t arow = static_cast<size_t>(row_bytes(file->act_type, s.k));
+    std::vector<uint8_t> a(arow * static_cast<size_t>(s.cols)), z(r.w.size());
+    std::vector<float> f(static_cast<size_t>(s.k));
+    for (int64_t c = 0; c < s.cols; ++c) {
+      for (float& v : f) v = nd(rng) * 2.0f;
+      file->quantize_act(f.data(), a.data() + static_cast<size_t>(c) * arow, s.k);
+    }
+    pk->repack(r.w.data(), z.data(), s.k, s.rows);
+    const float poison = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> same(static_cast<size_t>(s.rows * s.cols), poison), want(same), got(same);
+    file->gemm(s.k, r.w.data(), r.row_bytes, s.rows, a.data(), arow, s.cols, same.data(), s.rows);
+    ref->gemm(s.k, r.w.data(), r.row_bytes, s.rows, a.data(), arow, s.cols, want.data(), s.rows);
+    const int64_t half = s.rows / 16 * 8;
+    if (half > 0) pk->gemm(s.k, z.data(), r.row_bytes, half, a.data(), arow, s.cols, got.data(), s.rows);
+    pk->gemm(s.k, z.data() + static_cast<size_t>(half) * r.row_bytes, r.row_bytes, s.rows - half, a.data(), arow,
+             s.cols, got.data() + half, s.rows);
+    double scale = 0.0;
+    for (float v : want) scale = std::max(scale, static_cast<double>(std::fabs(v)));
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_FALSE(std::isnan(got[i])) << dtype_name(t) << " unwritten output " << i;
+      ASSERT_EQ(std::memcmp(&same[i], &got[i], 4), 0) << dtype_name(t) << " k=" << s.k << " rows=" << s.rows
+                                                      << " cols=" << s.cols << " i=" << i << ": " << same[i] << " vs " << got[i];
+      EXPECT_NEAR(got[i], want[i], 1e-5 * (1.0 + scale)) << dtype_name(t) << " k=" << s.k << " i=" << i;
+    }
+  }
+}
+
+TEST(PackedX8z, Q4_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_0); }
+TEST(PackedX8z, Q4_1I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_1); }
+TEST(PackedX8z, Q8_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q8_0); }
+
+}  // namespace
+}  // namespace geniex
