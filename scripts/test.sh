@@ -187,7 +187,7 @@ step "cuda: build-cuda (-DGENIEX_CUDA=ON): the CUDA backend compiled, host tests
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake -S . -B build-cuda -DCMAKE_BUILD_TYPE=Release -DGENIEX_WERROR=ON -DGENIEX_BUILD_TESTS=ON \
     -DGENIEX_BUILD_BENCH=OFF -DGENIEX_SANITIZE=OFF -DGENIEX_FUZZ=OFF -DGENIEX_CUDA=ON
-  cmake --build build-cuda -j "$JOBS" --target test_cuda op_consistency geniex_cli
+  cmake --build build-cuda -j "$JOBS" --target test_cuda test_cuda_plugin op_consistency geniex_cli
   ctest --test-dir build-cuda --output-on-failure -j "$JOBS" -L cuda
   # The CUDA build's CLI where no NVIDIA driver is installed: --device gpu runs on a fallback
   # with a note naming the missing driver, and the plugin (cudart, cuBLAS) is never opened,
