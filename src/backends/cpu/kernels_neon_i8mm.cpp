@@ -5,7 +5,8 @@
 // rows (K-quants) and runs it against 4 column pairs (2 for the types with a min term), whose
 // zipped activation blocks are prepared once per call; single tokens and the odd row or column
 // left over use the SDOT bodies of kernels_neon_impl.hpp. Each 2x2 tile's arithmetic does not
-// depend on the tiling (exact int32 sums, then one fma per block in block order).
+// depend on the tiling (exact int32 sums, then one fma per block in block order). Q4_0, Q4_1
+// and Q8_0 weights repacked at load (the x8z layouts) run the kernels of the section below.
 // Compiled with -march=armv8.2-a+dotprod+i8mm; called only after a run-time HWCAP2 check.
 #define GENIEX_NEON_SDOT 1
 #include "backends/cpu/kernels_neon_impl.hpp"
@@ -189,10 +190,10 @@ void gemm_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const vo
 // ---- the x8z layouts (packed.hpp): weights repacked at load as SMMLA operands ------------------
 // The file-layout tiles above spend most of their instructions per block on decoding and
 // zipping each weight block (and SDOT on gathering one column's rows); here the operands come
-// zipped from memory: Q8_0 loads them, Q4_0 takes two instructions per 32 weights (its
-// quants are 16 times the value; the activation scales carry the 1/16). Every output is
-// acc + float(S) * (d_w * d_a) per block in block order, as in tile_mm and tile_dot_col, so
-// the bits are those of the file layout's kernels.
+// zipped from memory: Q8_0 loads them, Q4_0 and Q4_1 take two instructions per 32 weights
+// (Q4_0's quants come out 16 times the value; the activation scales carry the 1/16). Every
+// output is acc + float(S) * (d_w * d_a) per block in block order (plus the min term apart),
+// as in tile_mm and tile_dot_col, so the bits are those of the file layout's kernels.
 
 // kHead: bytes of per-row fields per group block; TA: the activation blocks' trait (Q8_0, or
 // Q8_1 with its d * sum for the min term); kPairs: column pairs per SMMLA tile (2 where the
