@@ -77,6 +77,17 @@ void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, Pai
   }
 }
 
+// Column pairs are prepared in chunks whose blocks stay in L2 (~256 KiB), a multiple of the
+// tile's k_pairs: sets *chunk and returns this thread's buffer for one chunk of nb blocks.
+PairBlock* pair_chunks(int64_t nb, int k_pairs, int64_t n_pairs, int64_t* chunk) {
+  const int64_t per_pair = nb * static_cast<int64_t>(sizeof(PairBlock));
+  *chunk = std::max<int64_t>(k_pairs, (static_cast<int64_t>(256) << 10) / per_pair / k_pairs * k_pairs);
+  thread_local std::vector<PairBlock> pairs;
+  const auto need = static_cast<size_t>(std::min(*chunk, n_pairs) * nb);
+  if (pairs.size() < need) pairs.resize(need);
+  return pairs.data();
+}
+
 // 2*RP weight rows x CP prepared column pairs (pb[q * nb + b]) over nb 32-element blocks. Each
 // weight block is decoded and zipped once for all CP pairs; every 2x2 tile's arithmetic is
 // the same whatever RP and CP are (four SMMLA in block order, one fma per block).
@@ -147,20 +158,17 @@ void gemm_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const vo
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   const int64_t n_pairs = n_cols / 2;
-  const int64_t per_pair = nb * static_cast<int64_t>(sizeof(PairBlock));
-  const int64_t chunk = std::max<int64_t>(kPairs, (static_cast<int64_t>(256) << 10) / per_pair / kPairs * kPairs);
-  thread_local std::vector<PairBlock> pairs;
-  const auto need = static_cast<size_t>(std::min(chunk, n_pairs) * nb);
-  if (pairs.size() < need) pairs.resize(need);
+  int64_t chunk = 0;
+  PairBlock* pairs = pair_chunks(nb, kPairs, n_pairs, &chunk);
   for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
     const int64_t q1 = std::min(n_pairs, q0 + chunk);
-    prepare_pairs<T>(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb, pairs.data());
+    prepare_pairs<T>(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb, pairs);
     for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
       const int rows = static_cast<int>(n_rows - r0 < 4 ? n_rows - r0 : 4);
       const uint8_t* wr = wb + static_cast<size_t>(r0) * w_stride;
       for (int64_t q = q0; q < q1; q += kPairs) {
         const int cp = static_cast<int>(std::min<int64_t>(kPairs, q1 - q));
-        const PairBlock* pb = pairs.data() + (q - q0) * nb;
+        const PairBlock* pb = pairs + (q - q0) * nb;
         float* o = out + 2 * q * out_stride + r0;
         if (rows >= 4) {
           tile_mm_tail<T, 2, kPairs>(cp, nb, wr, w_stride, pb, o, out_stride);
@@ -355,21 +363,18 @@ void gemm_z(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
   const int64_t n_pairs = n_cols / 2;
   if (n_pairs > 0) {
     constexpr int kPairs = Z::kPairs;
-    const int64_t per_pair = nb * static_cast<int64_t>(sizeof(PairBlock));
-    const int64_t chunk = std::max<int64_t>(kPairs, (static_cast<int64_t>(256) << 10) / per_pair / kPairs * kPairs);
-    thread_local std::vector<PairBlock> pairs;
-    const auto need = static_cast<size_t>(std::min(chunk, n_pairs) * nb);
-    if (pairs.size() < need) pairs.resize(need);
+    int64_t chunk = 0;
+    PairBlock* pairs = pair_chunks(nb, kPairs, n_pairs, &chunk);
     for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
       const int64_t q1 = std::min(n_pairs, q0 + chunk);
-      prepare_pairs<typename Z::TA>(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb,
-                                    pairs.data(), Z::kAMul);
+      prepare_pairs<typename Z::TA>(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb, pairs,
+                                    Z::kAMul);
       for (int64_t g = 0; g < n_groups; ++g) {
         const uint8_t* wg = wb + static_cast<size_t>(g) * group_stride;
         for (int p0 = 0; p0 < 4; p0 += 2) {
           for (int64_t q = q0; q < q1; q += kPairs) {
             const int cp = static_cast<int>(std::min<int64_t>(kPairs, q1 - q));
-            ztile_mm_tail<Z, kPairs>(cp, nb, wg, p0, pairs.data() + (q - q0) * nb,
+            ztile_mm_tail<Z, kPairs>(cp, nb, wg, p0, pairs + (q - q0) * nb,
                                      out + 2 * q * out_stride + 8 * g + 2 * p0, out_stride);
           }
         }
