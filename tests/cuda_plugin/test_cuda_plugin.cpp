@@ -63,6 +63,9 @@ TEST(CudaPlugin, TheBuiltPluginLoadsProbesAndCarriesTheBackend) {
     ASSERT_TRUE(made.has_value()) << made.error().message;
     EXPECT_EQ((*made)->name(), "cuda");
     EXPECT_EQ((*made)->kind(), backends::DeviceKind::Gpu);
+  } else {
+    // A driver without a usable device (e.g. too old a GPU): create refuses as probe does.
+    EXPECT_FALSE(made.has_value()) << "create succeeded where probe said: " << probe.error().message;
   }
 }
 
