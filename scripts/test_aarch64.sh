@@ -8,7 +8,8 @@
 #      and GENIEX_CPU_DISABLE on `max` must step it down (the run-time choice reads HWCAP/HWCAP2)
 #   3. end to end: greedy token ids of SmolLM2 (GENIEX_MODEL) from a fixed token-id prompt,
 #      under each CPU model, must equal the native x86 build's ids (build/tests/greedy_ids,
-#      built here when missing)
+#      built here when missing); SmolLM2 requantized to Q4_K_M (with the host CLI, when built)
+#      must give the same ids and margins repacked for SMMLA as in the file layout
 # Installs nothing (scripts/setup.sh does). Without the cross toolchain or qemu it prints why
 # and skips (exit 0), unless GENIEX_REQUIRE_AARCH64=1 (CI), where that is a failure.
 # qemu timings mean nothing; only correctness is checked.
@@ -118,6 +119,32 @@ if [ -n "${GENIEX_MODEL:-}" ] && [ -f "$GENIEX_MODEL" ]; then
     RESULT[$cpu]+=", greedy $N_GEN tokens = native"
   done
   greedy="identical to native x86 on every CPU model"
+
+  # The K-quant layouts (Q4_Kx8z, Q6_Kx8z): SmolLM2 requantized to Q4_K_M (its 1536-wide rows
+  # are Q4_K or Q6_K) must run repacked under -cpu max and give the very logits of the file
+  # layout (the kernels are bit for bit the file-layout i8mm ones): same ids, same smallest margin.
+  HOST_CLI="$HOST_BUILD/tools/geniex"
+  if [ -x "$HOST_CLI" ]; then
+    step "end to end: Q4_K_M, repacked (q4_kx8z, q6_kx8z) vs file layout under qemu -cpu max"
+    KM="$BUILD/smollm2-q4_k_m.gguf"
+    "$HOST_CLI" quantize "$GENIEX_MODEL" "$KM" q4_k_m --force >"$BUILD/quantize.log" 2>&1 \
+      || fail "geniex quantize to q4_k_m: $(tail -5 "$BUILD/quantize.log")"
+    qemu max "$T/greedy_ids" "$KM" "$N_GEN" 2 "${PROMPT[@]}" >"$BUILD/greedy.km" \
+      || fail "greedy_ids on Q4_K_M: $(cat "$BUILD/greedy.km")"
+    GENIEX_REPACK=0 qemu max "$T/greedy_ids" "$KM" "$N_GEN" 2 "${PROMPT[@]}" >"$BUILD/greedy.km0" \
+      || fail "greedy_ids on Q4_K_M, GENIEX_REPACK=0: $(cat "$BUILD/greedy.km0")"
+    for layout in q4_kx8z q6_kx8z; do
+      grep -q "^packed: .*$layout x" "$BUILD/greedy.km" || fail "no $layout weights under -cpu max: $(grep '^packed' "$BUILD/greedy.km")"
+    done
+    ! grep -q 'x8z' "$BUILD/greedy.km0" || fail "GENIEX_REPACK=0 still repacked: $(grep '^packed' "$BUILD/greedy.km0")"
+    km="$(grep -E '^(ids|min_margin):' "$BUILD/greedy.km")"
+    km0="$(grep -E '^(ids|min_margin):' "$BUILD/greedy.km0")"
+    echo "Q4_K_M repacked ($(grep '^packed' "$BUILD/greedy.km")): $(echo $km)"
+    [ "$km" = "$km0" ] || fail "Q4_K_M: repacked and file-layout runs differ
+  repacked:    $(echo $km)
+  file layout: $(echo $km0)"
+    greedy+="; Q4_K_M repacked = file layout"
+  fi
 fi
 
 step "summary"

@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels.hpp"
 #include "backends/cpu/packed.hpp"
 #include "quant/quant.hpp"
+#include "quant/quant_k.hpp"
 
 namespace geniex {
 namespace {
@@ -29,8 +30,11 @@ Rows random_rows(DType t, int64_t k, int64_t rows, std::mt19937& rng) {
   r.w.resize(r.row_bytes * static_cast<size_t>(rows));
   std::vector<float> f(static_cast<size_t>(k));
   for (int64_t i = 0; i < rows; ++i) {
-    const float shift = t == DType::Q4_1 ? nd(rng) : 0.0f;  // asymmetric rows exercise Q4_1's mins
+    const float shift = t == DType::Q4_1 || t == DType::Q4_K ? nd(rng) : 0.0f;  // asymmetric rows exercise Q4_1's mins
     for (float& v : f) v = nd(rng) + shift;
+    if (t == DType::Q4_K || t == DType::Q6_K) {  // sub-blocks of different spread and offset exercise the scales and mins
+      for (size_t e = 0; e < f.size(); ++e) f[e] = f[e] * (0.25f + static_cast<float>((e / 32) % 5)) + static_cast<float>((e / 32) % 3);
+    }
     quant::quantize_row_ref(t, f.data(), r.w.data() + static_cast<size_t>(i) * r.row_bytes, k);
   }
   return r;
@@ -51,12 +55,18 @@ int quant_of(DType t, const Rows& r, int64_t row, int64_t b, int i) {
   return t == DType::Q4_1 ? q : q - 8;
 }
 
+bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+
 using RepackFn = void (*)(const void*, void*, int64_t, int64_t);
 using RowFn = void (*)(const void*, int64_t, float*, int64_t);
 RepackFn repack_of(DType t) {
+  if (t == DType::Q4_K) return cpu::repack_q4_kx8z;
+  if (t == DType::Q6_K) return cpu::repack_q6_kx8z;
   return t == DType::Q4_0 ? cpu::repack_q4_0x8z : t == DType::Q4_1 ? cpu::repack_q4_1x8z : cpu::repack_q8_0x8z;
 }
 RowFn row_of(DType t) {
+  if (t == DType::Q4_K) return cpu::dequantize_q4_kx8z_row;
+  if (t == DType::Q6_K) return cpu::dequantize_q6_kx8z_row;
   return t == DType::Q4_0   ? cpu::dequantize_q4_0x8z_row
          : t == DType::Q4_1 ? cpu::dequantize_q4_1x8z_row
                             : cpu::dequantize_q8_0x8z_row;
@@ -109,10 +119,88 @@ TEST(PackedX8z, LayoutIsTheDocumentedSmmlaOperands) {
   }
 }
 
+// Q4_Kx8z: per group block the 8 rows' d and dmin, the 6-bit scales S and mins M of row pair p
+// as 16-byte SMMLA operands after `nibbles | (high bits << 4)`, and per row pair and sub-block j
+// the operands z_k (row 2p's elements 32j + 8k .., then row 2p+1's) as nibbles.
+TEST(PackedX8z, Q4_KLayoutIsTheDocumentedOperands) {
+  std::mt19937 rng(5);
+  const int64_t k = 512, n_rows = 16, nsb = k / 256;
+  const Rows r = random_rows(DType::Q4_K, k, n_rows, rng);
+  std::vector<uint8_t> z(r.w.size());
+  cpu::repack_q4_kx8z(r.w.data(), z.data(), k, n_rows);
+  const size_t group_block = 8 * sizeof(quant::BlockQ4_K);
+  for (int64_t g = 0; g < n_rows / 8; ++g) {
+    for (int64_t b = 0; b < nsb; ++b) {
+      const uint8_t* gb = z.data() + static_cast<size_t>(g * nsb + b) * group_block;
+      for (int row = 0; row < 8; ++row) {
+        const auto& src = reinterpret_cast<const quant::BlockQ4_K*>(r.w.data() + static_cast<size_t>(g * 8 + row) * r.row_bytes)[b];
+        ASSERT_EQ(std::memcmp(gb + 2 * row, &src.d, 2), 0);
+        ASSERT_EQ(std::memcmp(gb + 16 + 2 * row, &src.dmin, 2), 0);
+        const int p = row / 2, h = row % 2;
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc = 0, mn = 0;
+          quant::get_scale_min_k4(j, src.scales, &sc, &mn);
+          // The kernels' decode of pair p's 16-byte field vectors: pairs 2 and 3 use the high
+          // nibbles and the next bit pairs.
+          const int s = 16 * p + 8 * h + j, i = s % 32, up = s / 32;
+          const int got_sc = ((gb[32 + i] >> (4 * up)) & 15) | (((gb[96 + i] >> (2 * up)) & 3) << 4);
+          const int got_mn = ((gb[64 + i] >> (4 * up)) & 15) | (((gb[96 + i] >> (4 + 2 * up)) & 3) << 4);
+          ASSERT_EQ(got_sc, sc) << "row " << row << " sub-block " << j;
+          ASSERT_EQ(got_mn, mn) << "row " << row << " sub-block " << j;
+          for (int kk = 0; kk < 4; ++kk) {
+            for (int e = 0; e < 8; ++e) {
+              const int t = 32 * j + 8 * kk + e;  // element of the super-block
+              const uint8_t fb = src.qs[32 * (t / 64) + t % 32];
+              const int want = (t / 32) % 2 == 0 ? fb & 15 : fb >> 4;
+              const uint8_t byte = gb[128 + 256 * p + 32 * j + 16 * (kk / 2) + 8 * h + e];
+              ASSERT_EQ(kk % 2 == 0 ? byte & 15 : byte >> 4, want) << "row " << row << " element " << t;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q6_Kx8z: the 8 rows' d, each row pair's int8 scales (groups 0-7 of both rows, then 8-15), and per row pair and 32 elements the
+// operands z_k of v = q ^ 32 as low nibbles (z0 | z1 << 4, z2 | z3 << 4) and top bit pairs.
+TEST(PackedX8z, Q6_KLayoutIsTheDocumentedOperands) {
+  std::mt19937 rng(6);
+  const int64_t k = 512, n_rows = 16, nsb = k / 256;
+  const Rows r = random_rows(DType::Q6_K, k, n_rows, rng);
+  std::vector<uint8_t> z(r.w.size());
+  cpu::repack_q6_kx8z(r.w.data(), z.data(), k, n_rows);
+  const size_t group_block = 8 * sizeof(quant::BlockQ6_K);
+  for (int64_t g = 0; g < n_rows / 8; ++g) {
+    for (int64_t b = 0; b < nsb; ++b) {
+      const uint8_t* gb = z.data() + static_cast<size_t>(g * nsb + b) * group_block;
+      for (int row = 0; row < 8; ++row) {
+        const auto& src = reinterpret_cast<const quant::BlockQ6_K*>(r.w.data() + static_cast<size_t>(g * 8 + row) * r.row_bytes)[b];
+        const int p = row / 2, h = row % 2;
+        ASSERT_EQ(std::memcmp(gb + 2 * row, &src.d, 2), 0);
+        ASSERT_EQ(std::memcmp(gb + 16 + 32 * p + 8 * h, src.scales, 8), 0) << "scales 0-7 of row " << row;
+        ASSERT_EQ(std::memcmp(gb + 32 + 32 * p + 8 * h, src.scales + 8, 8), 0) << "scales 8-15 of row " << row;
+        for (int t = 0; t < 256; ++t) {
+          // GGUF's Q6_K: element t of a half (128) is ql's nibble and qh's bit pair below.
+          const int half = t / 128, quarter = (t % 128) / 32, l = t % 32;
+          const int want = ((src.ql[64 * half + 32 * (quarter % 2) + l] >> (4 * (quarter / 2))) & 15) |
+                           (((src.qh[32 * half + l] >> (2 * quarter)) & 3) << 4);
+          const int j = t / 32, kk = (t % 32) / 8, e = t % 8;
+          const uint8_t* v = gb + 144 + 384 * p + 48 * j;
+          const int nib = (v[16 * (kk / 2) + 8 * h + e] >> (4 * (kk % 2))) & 15;
+          const int top = (v[32 + 8 * h + e] >> (2 * kk)) & 3;
+          ASSERT_EQ((nib | (top << 4)) ^ 32, want) << "row " << row << " element " << t;
+        }
+      }
+    }
+  }
+}
+
 TEST(PackedX8z, RowsReadBackExactly) {
   std::mt19937 rng(11);
-  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
-    for (const int64_t k : {32, 576, 2048}) {
+  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    for (const int64_t k : {256, 576, 2048}) {
+      if (k % (is_k_quant(t) ? 256 : 32) != 0) continue;
       const int64_t n_rows = 24;
       const Rows r = random_rows(t, k, n_rows, rng);
       std::vector<uint8_t> z(r.w.size());
@@ -140,8 +228,13 @@ void check_i8mm_packed(DType t) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   struct Shape { int64_t k, rows, cols; };
-  for (const Shape s : {Shape{256, 64, 1}, Shape{32, 8, 1}, Shape{576, 24, 3}, Shape{2048, 16, 2}, Shape{96, 40, 5},
-                        Shape{160, 8, 7}, Shape{576, 48, 13}, Shape{64, 16, 8}, Shape{1536, 32, 9}, Shape{128, 8, 18}}) {
+  const std::vector<Shape> blocks32 = {Shape{256, 64, 1}, Shape{32, 8, 1},   Shape{576, 24, 3},  Shape{2048, 16, 2},
+                                       Shape{96, 40, 5},  Shape{160, 8, 7},  Shape{576, 48, 13}, Shape{64, 16, 8},
+                                       Shape{1536, 32, 9}, Shape{128, 8, 18}};
+  const std::vector<Shape> blocks256 = {Shape{256, 64, 1}, Shape{256, 8, 1}, Shape{768, 24, 3}, Shape{2048, 16, 2},
+                                        Shape{512, 40, 5}, Shape{256, 8, 7}, Shape{1536, 48, 13}, Shape{512, 16, 8},
+                                        Shape{256, 32, 9}, Shape{256, 8, 18}};
+  for (const Shape s : is_k_quant(t) ? blocks256 : blocks32) {
     const Rows r = random_rows(t, s.k, s.rows, rng);
     const size_t arow = static_cast<size_t>(row_bytes(file->act_type, s.k));
     std::vector<uint8_t> a(arow * static_cast<size_t>(s.cols)), z(r.w.size());
@@ -171,6 +264,8 @@ void check_i8mm_packed(DType t) {
 }
 
 TEST(PackedX8z, Q4_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_0); }
+TEST(PackedX8z, Q4_KI8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_K); }
+TEST(PackedX8z, Q6_KI8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q6_K); }
 TEST(PackedX8z, Q4_1I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_1); }
 TEST(PackedX8z, Q8_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q8_0); }
 

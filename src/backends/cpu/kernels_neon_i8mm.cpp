@@ -6,7 +6,8 @@
 // zipped activation blocks are prepared once per call; single tokens and the odd row or column
 // left over use the SDOT bodies of kernels_neon_impl.hpp. Each 2x2 tile's arithmetic does not
 // depend on the tiling (exact int32 sums, then one fma per block in block order). Q4_0, Q4_1
-// and Q8_0 weights repacked at load (the x8z layouts) run the kernels of the section below.
+// and Q8_0 weights repacked at load (the x8z layouts) run the kernels of the section below,
+// Q4_K and Q6_K ones (Q4_Kx8z, Q6_Kx8z) those of the section after it, all with these bits.
 // Compiled with -march=armv8.2-a+dotprod+i8mm; called only after a run-time HWCAP2 check.
 #define GENIEX_NEON_SDOT 1
 #include "backends/cpu/kernels_neon_impl.hpp"
@@ -79,10 +80,11 @@ void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, Pai
 
 // Column pairs are prepared in chunks whose blocks stay in L2 (~256 KiB), a multiple of the
 // tile's k_pairs: sets *chunk and returns this thread's buffer for one chunk of nb blocks.
-PairBlock* pair_chunks(int64_t nb, int k_pairs, int64_t n_pairs, int64_t* chunk) {
-  const int64_t per_pair = nb * static_cast<int64_t>(sizeof(PairBlock));
+template <class B = PairBlock>
+B* pair_chunks(int64_t nb, int k_pairs, int64_t n_pairs, int64_t* chunk) {
+  const int64_t per_pair = nb * static_cast<int64_t>(sizeof(B));
   *chunk = std::max<int64_t>(k_pairs, (static_cast<int64_t>(256) << 10) / per_pair / k_pairs * k_pairs);
-  thread_local std::vector<PairBlock> pairs;
+  thread_local std::vector<B> pairs;
   const auto need = static_cast<size_t>(std::min(*chunk, n_pairs) * nb);
   if (pairs.size() < need) pairs.resize(need);
   return pairs.data();
@@ -394,6 +396,378 @@ const PackedKernels kZQ4_0{"q4_0x8z", &gemm_z<ZQ4_0>, &dequantize_q4_0x8z_row, &
 const PackedKernels kZQ4_1{"q4_1x8z", &gemm_z<ZQ4_1>, &dequantize_q4_1x8z_row, &repack_q4_1x8z};
 const PackedKernels kZQ8_0{"q8_0x8z", &gemm_z<ZQ8_0>, &dequantize_q8_0x8z_row, &repack_q8_0x8z};
 
+// ---- Q4_Kx8z (packed.hpp, packed_k.cpp): K-quant weights repacked at load as operands ---------
+// The file-layout K tile below unpacks, zips and gathers the scales of each row pair's
+// super-block per tile (11 instructions per SMMLA). Here the quants come as nibbles that
+// `v & 15` / `v >> 4` turn into USMMLA operands (unsigned weights, signed activations), each row
+// pair's 6-bit scales and mins are one 16-byte vector after a few shifts, a TBL spreads a
+// sub-block's scales to the tile's lanes, and the min term sum_j m_j * bsum_j is two SMMLA with
+// the activation sums split as 64 h + l. Every output is acc + float(S) * (d * d_a) and
+// macc + float(M) * (dmin * d_a) per super-block, then acc - macc, as in tile_k45_mm and
+// tile_k45_dot, so the bits are those of the file layout's kernels.
+
+constexpr size_t kQ4KZGroupBlock = 1152;
+
+// One activation column pair's Q8_K super-block, prepared once per call: the 32 SMMLA operands
+// (sub-block j, operand k at 4j + k), the sums of the 8 sub-blocks of 32 split as 64 h + l
+// (h in [-64, 63], l in [0, 63]; column 0's 8, then column 1's) and (d0, d1, d0, d1).
+struct KPairBlock {
+  int8x16_t z[32];
+  int8x16_t h, l;
+  float32x4_t ad;
+};
+
+inline int16x8_t sub_block_sums(const BlockQ8_K& y) { return vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8)); }
+
+// ad_mul: as in prepare_pairs (1/4 for the Q6_Kx8z quants, which are 4 times the value).
+void prepare_kpairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, KPairBlock* out, float ad_mul) {
+  const int16x8_t m63 = vdupq_n_s16(63);
+  for (int64_t q = 0; q < n_pairs; ++q) {
+    const auto* y0 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q) * as);
+    const auto* y1 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q + 1) * as);
+    for (int64_t i = 0; i < nsb; ++i) {
+      KPairBlock& o = out[q * nsb + i];
+      for (int m = 0; m < 16; ++m) {
+        const int8x16_t a0 = vld1q_s8(y0[i].qs + 16 * m), a1 = vld1q_s8(y1[i].qs + 16 * m);
+        o.z[2 * m] = zip_lo(a0, a1);
+        o.z[2 * m + 1] = zip_hi(a0, a1);
+      }
+      const int16x8_t b0 = sub_block_sums(y0[i]), b1 = sub_block_sums(y1[i]);
+      o.h = vcombine_s8(vmovn_s16(vshrq_n_s16(b0, 6)), vmovn_s16(vshrq_n_s16(b1, 6)));
+      o.l = vcombine_s8(vmovn_s16(vandq_s16(b0, m63)), vmovn_s16(vandq_s16(b1, m63)));
+      o.ad = lanes_xyxy(y0[i].d * ad_mul, y1[i].d * ad_mul);
+    }
+  }
+}
+
+// Scales and mins of row pairs 2 half and 2 half + 1 of a group block (16 bytes each: the 8
+// sub-blocks of the pair's first row, then of its second).
+inline void k4z_fields(const uint8_t* gb, int half, uint8x16_t* sc, uint8x16_t* mn) {
+  const int8x16_t nib = vdupq_n_s8(static_cast<int8_t>(-4 * half)), bits = vdupq_n_s8(static_cast<int8_t>(-2 * half));
+  const uint8x16_t three = vdupq_n_u8(3);
+  for (int p = 0; p < 2; ++p) {
+    const uint8x16_t s = vshlq_u8(vld1q_u8(gb + 32 + 16 * p), nib);
+    const uint8x16_t m = vshlq_u8(vld1q_u8(gb + 64 + 16 * p), nib);
+    const uint8x16_t hb = vshlq_u8(vld1q_u8(gb + 96 + 16 * p), bits);
+    sc[p] = vsliq_n_u8(s, vandq_u8(hb, three), 4);
+    mn[p] = vsliq_n_u8(m, vandq_u8(vshrq_n_u8(hb, 4), three), 4);
+  }
+}
+
+// TBL indices that spread sub-block j's scales of a row pair to int32 lanes (r0, r0, r1, r1):
+// bytes (j, -, -, -, j, -, -, -, 8 + j, ...), '-' out of range (reads 0); +kScaleStep per j.
+constexpr uint8_t kX = 0x80;
+alignas(16) constexpr uint8_t kScaleIdx0[16] = {0, kX, kX, kX, 0, kX, kX, kX, 8, kX, kX, kX, 8, kX, kX, kX};
+alignas(16) constexpr uint8_t kScaleStep[16] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0};
+
+inline void k4z_operands(const uint8_t* v, uint8x16_t* z) {
+  const uint8x16_t low4 = vdupq_n_u8(0x0F);
+  const uint8x16_t v0 = vld1q_u8(v), v1 = vld1q_u8(v + 16);
+  z[0] = vandq_u8(v0, low4);
+  z[1] = vshrq_n_u8(v0, 4);
+  z[2] = vandq_u8(v1, low4);
+  z[3] = vshrq_n_u8(v1, 4);
+}
+
+// Rows 2 p0 .. 2 p0 + 3 of one 8-row group (p0 = 0 or 2) x CP prepared column pairs.
+template <int CP>
+__attribute__((noinline)) void ktile_q4_kz(int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out,
+                                           int64_t os) {
+  float32x4_t acc[2][CP], macc[2][CP];
+  for (int p = 0; p < 2; ++p) {
+    for (int q = 0; q < CP; ++q) acc[p][q] = macc[p][q] = vdupq_n_f32(0.0f);
+  }
+  const uint8x16_t step = vld1q_u8(kScaleStep);
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* gb = g + static_cast<size_t>(i) * kQ4KZGroupBlock;
+    __builtin_prefetch(gb + 2 * kQ4KZGroupBlock);
+    uint8x16_t sc[2], mn[2];
+    k4z_fields(gb, p0 / 2, sc, mn);
+    int32x4_t sumi[2][CP];
+    for (int p = 0; p < 2; ++p) {
+      for (int q = 0; q < CP; ++q) sumi[p][q] = vdupq_n_s32(0);
+    }
+    uint8x16_t idx = vld1q_u8(kScaleIdx0);
+    const uint8_t* qz = gb + 128 + 256 * static_cast<size_t>(p0);
+    for (int j = 0; j < 8; ++j) {
+      uint8x16_t wz[2][4];
+      k4z_operands(qz + 32 * j, wz[0]);
+      k4z_operands(qz + 256 + 32 * j, wz[1]);
+      const int32x4_t sv[2] = {vreinterpretq_s32_u8(vqtbl1q_u8(sc[0], idx)), vreinterpretq_s32_u8(vqtbl1q_u8(sc[1], idx))};
+      idx = vaddq_u8(idx, step);
+      for (int q = 0; q < CP; ++q) {
+        const int8x16_t* y = pb[q * nsb + i].z + 4 * j;
+        for (int p = 0; p < 2; ++p) {
+          int32x4_t s = vusmmlaq_s32(vdupq_n_s32(0), wz[p][0], y[0]);
+          s = vusmmlaq_s32(s, wz[p][1], y[1]);
+          s = vusmmlaq_s32(s, wz[p][2], y[2]);
+          s = vusmmlaq_s32(s, wz[p][3], y[3]);
+          sumi[p][q] = vmlaq_s32(sumi[p][q], s, sv[p]);
+        }
+      }
+    }
+    const float32x4_t d = group_field4<0>(gb, p0), dm = group_field4<1>(gb, p0);
+    const float32x4_t wd[2] = {vzip1q_f32(d, d), vzip2q_f32(d, d)};
+    const float32x4_t wm[2] = {vzip1q_f32(dm, dm), vzip2q_f32(dm, dm)};
+    for (int q = 0; q < CP; ++q) {
+      const KPairBlock& y = pb[q * nsb + i];
+      for (int p = 0; p < 2; ++p) {
+        const int8x16_t m = vreinterpretq_s8_u8(mn[p]);
+        const int32x4_t mh = vmmlaq_s32(vdupq_n_s32(0), m, y.h);
+        const int32x4_t msum = vmmlaq_s32(vshlq_n_s32(mh, 6), m, y.l);
+        acc[p][q] = vfmaq_f32(acc[p][q], vcvtq_f32_s32(sumi[p][q]), vmulq_f32(wd[p], y.ad));
+        macc[p][q] = vfmaq_f32(macc[p][q], vcvtq_f32_s32(msum), vmulq_f32(wm[p], y.ad));
+      }
+    }
+  }
+  for (int q = 0; q < CP; ++q) {
+    for (int p = 0; p < 2; ++p) store_tile(vsubq_f32(acc[p][q], macc[p][q]), out + 2 * q * os + 2 * p, os);
+  }
+}
+
+// The 8 rows of one group x one Q8_K column (a single token, or the odd last column), with
+// USDOT as zcol does: lanes (row 0, row 0, row 1, row 1) of each pair, scaled per sub-block, and
+// pairwise adds for the 8 rows; the min term with SDOT against the column's split sums.
+__attribute__((noinline)) void kcol_q4_kz(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) {
+  float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  float32x4_t macc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  const uint8x16_t step = vld1q_u8(kScaleStep);
+  const int16x8_t m63 = vdupq_n_s16(63);
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* gb = g + static_cast<size_t>(i) * kQ4KZGroupBlock;
+    __builtin_prefetch(gb + 4 * kQ4KZGroupBlock);
+    const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(a)[i];
+    uint8x16_t sc[4], mn[4];
+    k4z_fields(gb, 0, sc, mn);
+    k4z_fields(gb, 1, sc + 2, mn + 2);
+    int32x4_t sumi[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    uint8x16_t idx = vld1q_u8(kScaleIdx0);
+    for (int j = 0; j < 8; ++j) {
+      const int64x2_t lo = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j));
+      const int64x2_t hi = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j + 16));
+      const int8x16_t u[4] = {vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 1)),
+                              vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 1))};
+      for (int p = 0; p < 4; ++p) {
+        uint8x16_t z[4];
+        k4z_operands(gb + 128 + 256 * p + 32 * j, z);
+        int32x4_t s = vusdotq_s32(vdupq_n_s32(0), z[0], u[0]);
+        s = vusdotq_s32(s, z[1], u[1]);
+        s = vusdotq_s32(s, z[2], u[2]);
+        s = vusdotq_s32(s, z[3], u[3]);
+        sumi[p] = vmlaq_s32(sumi[p], s, vreinterpretq_s32_u8(vqtbl1q_u8(sc[p], idx)));
+      }
+      idx = vaddq_u8(idx, step);
+    }
+    const int16x8_t b = sub_block_sums(y);
+    const int8x8_t h8 = vmovn_s16(vshrq_n_s16(b, 6)), l8 = vmovn_s16(vandq_s16(b, m63));
+    const int8x16_t h = vcombine_s8(h8, h8), l = vcombine_s8(l8, l8);
+    int32x4_t ms[4];
+    for (int p = 0; p < 4; ++p) {
+      const int8x16_t m = vreinterpretq_s8_u8(mn[p]);
+      ms[p] = vdotq_s32(vshlq_n_s32(vdotq_s32(vdupq_n_s32(0), m, h), 6), m, l);
+    }
+    const float16x8_t dh = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(gb)));
+    const float16x8_t mh = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(gb + 16)));
+    acc[0] = vfmaq_f32(acc[0], vcvtq_f32_s32(vpaddq_s32(sumi[0], sumi[1])), vmulq_n_f32(vcvt_f32_f16(vget_low_f16(dh)), y.d));
+    acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(vpaddq_s32(sumi[2], sumi[3])), vmulq_n_f32(vcvt_high_f32_f16(dh), y.d));
+    macc[0] = vfmaq_f32(macc[0], vcvtq_f32_s32(vpaddq_s32(ms[0], ms[1])), vmulq_n_f32(vcvt_f32_f16(vget_low_f16(mh)), y.d));
+    macc[1] = vfmaq_f32(macc[1], vcvtq_f32_s32(vpaddq_s32(ms[2], ms[3])), vmulq_n_f32(vcvt_high_f32_f16(mh), y.d));
+  }
+  vst1q_f32(out, vsubq_f32(acc[0], macc[0]));
+  vst1q_f32(out + 4, vsubq_f32(acc[1], macc[1]));
+}
+
+// ---- Q6_Kx8z: 16 groups of 16 with an int8 scale each, quants 4 (q - 32) after decoding ------
+
+constexpr size_t kQ6KZGroupBlock = 1680;
+
+// The four SMMLA operands of one row pair's 32 elements (48 bytes at v): 4 (q - 32) as int8.
+inline void k6z_operands(const uint8_t* v, int8x16_t* z) {
+  const uint8x16_t v0 = vld1q_u8(v), v1 = vld1q_u8(v + 16), h = vld1q_u8(v + 32);
+  z[0] = vreinterpretq_s8_u8(vshlq_n_u8(vsliq_n_u8(v0, h, 4), 2));
+  z[1] = vreinterpretq_s8_u8(vshlq_n_u8(vsliq_n_u8(vshrq_n_u8(v0, 4), vshrq_n_u8(h, 2), 4), 2));
+  z[2] = vreinterpretq_s8_u8(vshlq_n_u8(vsliq_n_u8(v1, vshrq_n_u8(h, 4), 4), 2));
+  z[3] = vreinterpretq_s8_u8(vshlq_n_u8(vsliq_n_u8(vshrq_n_u8(v1, 4), vshrq_n_u8(h, 6), 4), 2));
+}
+
+// TBL indices (over a row pair's 16 scale bytes of a half super-block: the first row's groups,
+// then the second's) that put group g's scales in the top byte of int32 lanes (r0, r0, r1, r1);
+// an arithmetic shift by 24 then sign-extends them. +kScale6Step per group.
+alignas(16) constexpr uint8_t kScale6Idx0[16] = {kX, kX, kX, 0, kX, kX, kX, 0, kX, kX, kX, 8, kX, kX, kX, 8};
+alignas(16) constexpr uint8_t kScale6Step[16] = {0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1};
+
+inline int32x4_t k6z_scale(int8x16_t sc, uint8x16_t idx) {
+  return vshrq_n_s32(vreinterpretq_s32_s8(vqtbl1q_s8(sc, idx)), 24);
+}
+
+// Row pair p's scales of groups 0-7 (half 0) or 8-15 (half 1).
+inline int8x16_t k6z_scales(const uint8_t* gb, int p, int half) {
+  return vld1q_s8(reinterpret_cast<const int8_t*>(gb + 16 + 32 * p + 16 * half));
+}
+
+template <int CP>
+__attribute__((noinline)) void ktile_q6_kz(int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out,
+                                           int64_t os) {
+  float32x4_t acc[2][CP];
+  for (int p = 0; p < 2; ++p) {
+    for (int q = 0; q < CP; ++q) acc[p][q] = vdupq_n_f32(0.0f);
+  }
+  const uint8x16_t step = vld1q_u8(kScale6Step);
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* gb = g + static_cast<size_t>(i) * kQ6KZGroupBlock;
+    __builtin_prefetch(gb + 2 * kQ6KZGroupBlock);
+    int32x4_t sumi[2][CP];
+    for (int p = 0; p < 2; ++p) {
+      for (int q = 0; q < CP; ++q) sumi[p][q] = vdupq_n_s32(0);
+    }
+    const uint8_t* qz = gb + 144 + 384 * static_cast<size_t>(p0);
+    int8x16_t sc[2] = {};
+    uint8x16_t idx = vld1q_u8(kScale6Idx0);
+    for (int j = 0; j < 8; ++j) {
+      if (j % 4 == 0) {  // a new half super-block: its scales, and group 0 of the table
+        sc[0] = k6z_scales(gb, p0, j / 4);
+        sc[1] = k6z_scales(gb, p0 + 1, j / 4);
+        idx = vld1q_u8(kScale6Idx0);
+      }
+      int8x16_t wz[2][4];
+      k6z_operands(qz + 48 * j, wz[0]);
+      k6z_operands(qz + 384 + 48 * j, wz[1]);
+      const uint8x16_t idx1 = vaddq_u8(idx, step);
+      const int32x4_t sv[2][2] = {{k6z_scale(sc[0], idx), k6z_scale(sc[0], idx1)},
+                                  {k6z_scale(sc[1], idx), k6z_scale(sc[1], idx1)}};
+      idx = vaddq_u8(idx1, step);
+      for (int q = 0; q < CP; ++q) {
+        const int8x16_t* y = pb[q * nsb + i].z + 4 * j;
+        for (int p = 0; p < 2; ++p) {
+          const int32x4_t s0 = vmmlaq_s32(vmmlaq_s32(vdupq_n_s32(0), wz[p][0], y[0]), wz[p][1], y[1]);
+          const int32x4_t s1 = vmmlaq_s32(vmmlaq_s32(vdupq_n_s32(0), wz[p][2], y[2]), wz[p][3], y[3]);
+          sumi[p][q] = vmlaq_s32(vmlaq_s32(sumi[p][q], s0, sv[p][0]), s1, sv[p][1]);
+        }
+      }
+    }
+    const float32x4_t d = group_field4<0>(gb, p0);
+    const float32x4_t wd[2] = {vzip1q_f32(d, d), vzip2q_f32(d, d)};
+    for (int q = 0; q < CP; ++q) {
+      const KPairBlock& y = pb[q * nsb + i];
+      for (int p = 0; p < 2; ++p) {
+        acc[p][q] = vfmaq_f32(acc[p][q], vcvtq_f32_s32(sumi[p][q]), vmulq_f32(wd[p], y.ad));
+      }
+    }
+  }
+  for (int q = 0; q < CP; ++q) {
+    for (int p = 0; p < 2; ++p) store_tile(acc[p][q], out + 2 * q * os + 2 * p, os);
+  }
+}
+
+__attribute__((noinline)) void kcol_q6_kz(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) {
+  float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+  const uint8x16_t step = vld1q_u8(kScale6Step);
+  for (int64_t i = 0; i < nsb; ++i) {
+    const uint8_t* gb = g + static_cast<size_t>(i) * kQ6KZGroupBlock;
+    __builtin_prefetch(gb + 4 * kQ6KZGroupBlock);
+    const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(a)[i];
+    int32x4_t sumi[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    int8x16_t sc[4] = {};
+    uint8x16_t idx = vld1q_u8(kScale6Idx0);
+    for (int j = 0; j < 8; ++j) {
+      if (j % 4 == 0) {
+        for (int p = 0; p < 4; ++p) sc[p] = k6z_scales(gb, p, j / 4);
+        idx = vld1q_u8(kScale6Idx0);
+      }
+      const int64x2_t lo = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j));
+      const int64x2_t hi = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j + 16));
+      const int8x16_t u[4] = {vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 1)),
+                              vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 1))};
+      const uint8x16_t idx1 = vaddq_u8(idx, step);
+      for (int p = 0; p < 4; ++p) {
+        int8x16_t z[4];
+        k6z_operands(gb + 144 + 384 * p + 48 * j, z);
+        const int32x4_t s0 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), z[0], u[0]), z[1], u[1]);
+        const int32x4_t s1 = vdotq_s32(vdotq_s32(vdupq_n_s32(0), z[2], u[2]), z[3], u[3]);
+        sumi[p] = vmlaq_s32(vmlaq_s32(sumi[p], s0, k6z_scale(sc[p], idx)), s1, k6z_scale(sc[p], idx1));
+      }
+      idx = vaddq_u8(idx1, step);
+    }
+    const float16x8_t dh = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(gb)));
+    const float ad = y.d * 0.25f;
+    acc[0] = vfmaq_f32(acc[0], vcvtq_f32_s32(vpaddq_s32(sumi[0], sumi[1])), vmulq_n_f32(vcvt_f32_f16(vget_low_f16(dh)), ad));
+    acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(vpaddq_s32(sumi[2], sumi[3])), vmulq_n_f32(vcvt_high_f32_f16(dh), ad));
+  }
+  vst1q_f32(out, acc[0]);
+  vst1q_f32(out + 4, acc[1]);
+}
+
+// The K layouts' kernels: the SMMLA tile (rows 2 p0 .. 2 p0 + 3 x CP column pairs), the one-column
+// kernel (8 rows) and the 1/4 or 1 the activation scales carry.
+struct KZQ4_K {
+  template <int CP>
+  static void tile(int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out, int64_t os) {
+    ktile_q4_kz<CP>(nsb, g, p0, pb, out, os);
+  }
+  static void col(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) { kcol_q4_kz(nsb, g, a, out); }
+  static constexpr float kAMul = 1.0f;
+};
+struct KZQ6_K {
+  template <int CP>
+  static void tile(int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out, int64_t os) {
+    ktile_q6_kz<CP>(nsb, g, p0, pb, out, os);
+  }
+  static void col(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) { kcol_q6_kz(nsb, g, a, out); }
+  static constexpr float kAMul = 0.25f;
+};
+
+template <class K, int CP>
+void ktile_tail(int cp, int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out, int64_t os) {
+  if constexpr (CP > 0) {
+    if (cp == CP) {
+      K::template tile<CP>(nsb, g, p0, pb, out, os);
+    } else {
+      ktile_tail<K, CP - 1>(cp, nsb, g, p0, pb, out, os);
+    }
+  }
+}
+
+// n_rows (a multiple of 8) packed rows x n_cols Q8_K columns, arranged as gemm_z.
+constexpr int kKZPairs = 4;
+template <class K>
+void gemm_kz(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
+             int64_t n_cols, float* out, int64_t out_stride) {
+  const int64_t nsb = n / kQK_K;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  const size_t group_stride = 8 * w_stride;
+  const int64_t n_groups = n_rows / 8;
+  const int64_t n_pairs = n_cols / 2;
+  if (n_pairs > 0) {
+    int64_t chunk = 0;
+    KPairBlock* pairs = pair_chunks<KPairBlock>(nsb, kKZPairs, n_pairs, &chunk);
+    for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
+      const int64_t q1 = std::min(n_pairs, q0 + chunk);
+      prepare_kpairs(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nsb, pairs, K::kAMul);
+      for (int64_t g = 0; g < n_groups; ++g) {
+        const uint8_t* wg = wb + static_cast<size_t>(g) * group_stride;
+        for (int p0 = 0; p0 < 4; p0 += 2) {
+          for (int64_t q = q0; q < q1; q += kKZPairs) {
+            const int cp = static_cast<int>(std::min<int64_t>(kKZPairs, q1 - q));
+            ktile_tail<K, kKZPairs>(cp, nsb, wg, p0, pairs + (q - q0) * nsb,
+                                    out + 2 * q * out_stride + 8 * g + 2 * p0, out_stride);
+          }
+        }
+      }
+    }
+  }
+  if (n_cols % 2 == 1) {
+    const int64_t c = n_cols - 1;
+    for (int64_t g = 0; g < n_groups; ++g) {
+      K::col(nsb, wb + static_cast<size_t>(g) * group_stride, ab + static_cast<size_t>(c) * a_stride,
+             out + c * out_stride + 8 * g);
+    }
+  }
+}
+
+const PackedKernels kZQ4_K{"q4_kx8z", &gemm_kz<KZQ4_K>, &dequantize_q4_kx8z_row, &repack_q4_kx8z};
+const PackedKernels kZQ6_K{"q6_kx8z", &gemm_kz<KZQ6_K>, &dequantize_q6_kx8z_row, &repack_q6_kx8z};
+
 // ---- K-quants: 2 rows x 2 columns per SMMLA tile ----------------------------------------------
 // A super-block of 256 as 16 groups of 16 signed quants with one integer scale each, plus the
 // min term of Q4_K / Q5_K (dmin * mins . bsums).
@@ -567,6 +941,8 @@ const PackedKernels* packed_kernels(DType t) {
   if (t == DType::Q4_0) return &kZQ4_0;
   if (t == DType::Q4_1) return &kZQ4_1;
   if (t == DType::Q8_0) return &kZQ8_0;
+  if (t == DType::Q4_K) return &kZQ4_K;
+  if (t == DType::Q6_K) return &kZQ6_K;
   return nullptr;
 }
 }  // namespace neon_i8mm

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/packed.hpp"
 #include "quant/quant.hpp"
+#include "quant/quant_k.hpp"
 
 namespace geniex::cpu {
 
@@ -66,6 +67,148 @@ void q6_k_from_group(const uint8_t* o, int r, quant::BlockQ6_K* b) {
   for (size_t k = 0; k < 16; ++k) std::memcpy(b->qh + 4 * k, o + 1168 + chunk_off(k, r), 4);
 }
 
+// Q4_Kx8z group block (1152 bytes), the AArch64 SMMLA / USDOT operands (kernels_neon_i8mm.cpp).
+// S[16p + 8h + j] and M[16p + 8h + j] are the 6-bit scale and min of sub-block j of row 2p + h
+// (row pair p, h = 0 or 1):
+//   0     d[8]     fp16
+//   16    dmin[8]  fp16
+//   32    byte i (0..31): S[i] & 15 in the low nibble, S[i + 32] & 15 in the high one
+//   64    the same for M
+//   96    byte i: S[i] >> 4 in bits 0-1, S[i + 32] >> 4 in 2-3, M[i] >> 4 in 4-5, M[i + 32] >> 4 in 6-7
+//   128   quants, 32 bytes per row pair p and sub-block j at 128 + 256 p + 32 j: the USMMLA
+//         operands z_k (row 2p's elements 32j + 8k .. 32j + 8k + 7, then row 2p+1's) as nibbles,
+//         byte i of the first 16 holding z0[i] (low) and z1[i] (high), of the second z2 and z3.
+// So 16 bytes of S (or M) are one row pair's fields as an SMMLA operand (row 2p's 8 sub-blocks,
+// then row 2p+1's), and each 16 quant bytes give two operands by `v & 15` and `v >> 4`.
+void q4_kz_to_group(const quant::BlockQ4_K& b, int r, uint8_t* o) {
+  const int p = r / 2, h = r % 2;
+  std::memcpy(o + 2 * r, &b.d, 2);
+  std::memcpy(o + 16 + 2 * r, &b.dmin, 2);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc = 0, mn = 0;
+    quant::get_scale_min_k4(j, b.scales, &sc, &mn);
+    const int s = 16 * p + 8 * h + j, i = s % 32, upper = s / 32;  // upper: the high nibble / bit pair
+    o[32 + i] |= static_cast<uint8_t>((sc & 15) << (4 * upper));
+    o[64 + i] |= static_cast<uint8_t>((mn & 15) << (4 * upper));
+    o[96 + i] |= static_cast<uint8_t>(((sc >> 4) << (2 * upper)) | ((mn >> 4) << (4 + 2 * upper)));
+  }
+  for (int j = 0; j < 8; ++j) {
+    // Sub-block j is the low (even j) or high nibbles of the file's bytes 32 (j / 2) ..
+    const uint8_t* src = b.qs + 32 * (j / 2);
+    uint8_t* dst = o + 128 + 256 * p + 32 * j + 8 * h;
+    for (int half = 0; half < 2; ++half) {  // operands z0, z1 then z2, z3
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t lo = src[16 * half + i], hi = src[16 * half + 8 + i];
+        dst[16 * half + i] = j % 2 == 0 ? static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4))
+                                        : static_cast<uint8_t>((lo >> 4) | (hi & 0xF0));
+      }
+    }
+  }
+}
+
+void q4_kz_from_group(const uint8_t* o, int r, quant::BlockQ4_K* b) {
+  const int p = r / 2, h = r % 2;
+  std::memcpy(&b->d, o + 2 * r, 2);
+  std::memcpy(&b->dmin, o + 16 + 2 * r, 2);
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) {
+    const int s = 16 * p + 8 * h + j, i = s % 32, upper = s / 32;
+    sc[j] = static_cast<uint8_t>(((o[32 + i] >> (4 * upper)) & 15) | (((o[96 + i] >> (2 * upper)) & 3) << 4));
+    mn[j] = static_cast<uint8_t>(((o[64 + i] >> (4 * upper)) & 15) | (((o[96 + i] >> (4 + 2 * upper)) & 3) << 4));
+  }
+  // The file's 12 bytes (the inverse of get_scale_min_k4).
+  for (int j = 0; j < 4; ++j) {
+    b->scales[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+    b->scales[j + 4] = static_cast<uint8_t>(mn[j] | ((mn[j + 4] >> 4) << 6));
+    b->scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* src = o + 128 + 256 * p + 32 * j + 8 * h;
+    uint8_t* dst = b->qs + 32 * (j / 2);
+    for (int half = 0; half < 2; ++half) {
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t v = src[16 * half + i];
+        uint8_t& lo = dst[16 * half + i];
+        uint8_t& hi = dst[16 * half + 8 + i];
+        if (j % 2 == 0) {
+          lo = static_cast<uint8_t>(v & 15);
+          hi = static_cast<uint8_t>(v >> 4);
+        } else {
+          lo = static_cast<uint8_t>(lo | (v << 4));
+          hi = static_cast<uint8_t>(hi | (v & 0xF0));
+        }
+      }
+    }
+  }
+}
+
+// The 256 6-bit quants of a Q6_K block in element order, and back.
+void q6_k_values(const quant::BlockQ6_K& b, uint8_t* q) {
+  for (int e = 0; e < 256; ++e) {
+    const int half = e / 128, k = (e % 128) / 32, l = e % 32;
+    const uint8_t lo = b.ql[64 * half + 32 * (k % 2) + l], hi = b.qh[32 * half + l];
+    q[e] = static_cast<uint8_t>(((lo >> (4 * (k / 2))) & 15) | (((hi >> (2 * k)) & 3) << 4));
+  }
+}
+
+void q6_k_store(const uint8_t* q, quant::BlockQ6_K* b) {
+  std::memset(b->ql, 0, sizeof(b->ql));
+  std::memset(b->qh, 0, sizeof(b->qh));
+  for (int e = 0; e < 256; ++e) {
+    const int half = e / 128, k = (e % 128) / 32, l = e % 32;
+    b->ql[64 * half + 32 * (k % 2) + l] |= static_cast<uint8_t>((q[e] & 15) << (4 * (k / 2)));
+    b->qh[32 * half + l] |= static_cast<uint8_t>((q[e] >> 4) << (2 * k));
+  }
+}
+
+// Q6_Kx8z group block (1680 bytes), the AArch64 SMMLA / SDOT operands:
+//   0     d[8]     fp16
+//   16    scales   32 bytes per row pair p at 16 + 32 p: row 2p's int8 scales of groups 0-7, row
+//                  2p+1's, then the two rows' scales of groups 8-15 (one 16-byte TBL table per
+//                  half super-block)
+//   144   quants   48 bytes per row pair p and 32-element step j at 144 + 384 p + 48 j, for the
+//                  operands z_k (row 2p's elements 32j + 8k .. 32j + 8k + 7, then row 2p+1's)
+//                  of v = q ^ 32 (the 6-bit two's complement of q - 32): byte i of the first 16
+//                  holds v(z0[i]) & 15 and v(z1[i]) & 15 << 4, of the next 16 the same for z2,
+//                  z3, of the last 16 the top two bits of z0[i] .. z3[i] in bits 0-1 .. 6-7.
+// A shift and an insert per operand give 4 v as int8, 4 (q - 32): the activation scales carry 1/4.
+void q6_kz_to_group(const quant::BlockQ6_K& b, int r, uint8_t* o) {
+  const int p = r / 2, h = r % 2;
+  std::memcpy(o + 2 * r, &b.d, 2);
+  std::memcpy(o + 16 + 32 * p + 8 * h, b.scales, 8);
+  std::memcpy(o + 32 + 32 * p + 8 * h, b.scales + 8, 8);
+  uint8_t q[256];
+  q6_k_values(b, q);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* dst = o + 144 + 384 * p + 48 * j + 8 * h;
+    for (int k = 0; k < 4; ++k) {
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t v = q[32 * j + 8 * k + i] ^ 32;
+        dst[16 * (k / 2) + i] |= static_cast<uint8_t>((v & 15) << (4 * (k % 2)));
+        dst[32 + i] |= static_cast<uint8_t>((v >> 4) << (2 * k));
+      }
+    }
+  }
+}
+
+void q6_kz_from_group(const uint8_t* o, int r, quant::BlockQ6_K* b) {
+  const int p = r / 2, h = r % 2;
+  std::memcpy(&b->d, o + 2 * r, 2);
+  std::memcpy(b->scales, o + 16 + 32 * p + 8 * h, 8);
+  std::memcpy(b->scales + 8, o + 32 + 32 * p + 8 * h, 8);
+  uint8_t q[256];
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* src = o + 144 + 384 * p + 48 * j + 8 * h;
+    for (int k = 0; k < 4; ++k) {
+      for (int i = 0; i < 8; ++i) {
+        const int v = ((src[16 * (k / 2) + i] >> (4 * (k % 2))) & 15) | (((src[32 + i] >> (2 * k)) & 3) << 4);
+        q[32 * j + 8 * k + i] = static_cast<uint8_t>(v ^ 32);
+      }
+    }
+  }
+  q6_k_store(q, b);
+}
+
 template <class Block, size_t kGroupBlock, void (*ToGroup)(const Block&, int, uint8_t*)>
 void repack_k(const void* src, void* dst, int64_t n, int64_t n_rows) {
   const int64_t nb = n / kQK;
@@ -74,6 +217,7 @@ void repack_k(const void* src, void* dst, int64_t n, int64_t n_rows) {
   for (int64_t g = 0; g < n_rows / 8; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* o = out + static_cast<size_t>(g * nb + b) * kGroupBlock;
+      std::memset(o, 0, kGroupBlock);  // the x8z layouts set bits of bytes that rows share
       for (int r = 0; r < 8; ++r) ToGroup(in[(g * 8 + r) * nb + b], r, o);
     }
   }
@@ -99,6 +243,18 @@ void repack_q4_kx8(const void* src, void* dst, int64_t n, int64_t n_rows) {
 }
 void repack_q6_kx8(const void* src, void* dst, int64_t n, int64_t n_rows) {
   repack_k<quant::BlockQ6_K, kQ6KGroupBlock, &q6_k_to_group>(src, dst, n, n_rows);
+}
+void repack_q4_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_k<quant::BlockQ4_K, kQ4KGroupBlock, &q4_kz_to_group>(src, dst, n, n_rows);
+}
+void dequantize_q4_kx8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_k_row<quant::BlockQ4_K, kQ4KGroupBlock, &q4_kz_from_group>(DType::Q4_K, base, row, dst, n);
+}
+void repack_q6_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_k<quant::BlockQ6_K, kQ6KGroupBlock, &q6_kz_to_group>(src, dst, n, n_rows);
+}
+void dequantize_q6_kx8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_k_row<quant::BlockQ6_K, kQ6KGroupBlock, &q6_kz_from_group>(DType::Q6_K, base, row, dst, n);
 }
 void dequantize_q4_kx8_row(const void* base, int64_t row, float* dst, int64_t n) {
   dequantize_k_row<quant::BlockQ4_K, kQ4KGroupBlock, &q4_k_from_group>(DType::Q4_K, base, row, dst, n);
