@@ -92,16 +92,18 @@ void q4_kz_to_group(const quant::BlockQ4_K& b, int r, uint8_t* o) {
     o[64 + i] |= static_cast<uint8_t>((mn & 15) << (4 * upper));
     o[96 + i] |= static_cast<uint8_t>(((sc >> 4) << (2 * upper)) | ((mn >> 4) << (4 + 2 * upper)));
   }
+  // Sub-block j is the low (even j) or high nibbles of the file's bytes 32 (j / 2) ..; 8 bytes
+  // (16 quants of this row) at a time.
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0FULL, kHigh = 0xF0F0F0F0F0F0F0F0ULL;
   for (int j = 0; j < 8; ++j) {
-    // Sub-block j is the low (even j) or high nibbles of the file's bytes 32 (j / 2) ..
     const uint8_t* src = b.qs + 32 * (j / 2);
     uint8_t* dst = o + 128 + 256 * p + 32 * j + 8 * h;
     for (int half = 0; half < 2; ++half) {  // operands z0, z1 then z2, z3
-      for (int i = 0; i < 8; ++i) {
-        const uint8_t lo = src[16 * half + i], hi = src[16 * half + 8 + i];
-        dst[16 * half + i] = j % 2 == 0 ? static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4))
-                                        : static_cast<uint8_t>((lo >> 4) | (hi & 0xF0));
-      }
+      uint64_t lo = 0, hi = 0;
+      std::memcpy(&lo, src + 16 * half, 8);
+      std::memcpy(&hi, src + 16 * half + 8, 8);
+      const uint64_t v = j % 2 == 0 ? (lo & kLow) | ((hi & kLow) << 4) : ((lo >> 4) & kLow) | (hi & kHigh);
+      std::memcpy(dst + 16 * half, &v, 8);
     }
   }
 }
@@ -142,15 +144,7 @@ void q4_kz_from_group(const uint8_t* o, int r, quant::BlockQ4_K* b) {
   }
 }
 
-// The 256 6-bit quants of a Q6_K block in element order, and back.
-void q6_k_values(const quant::BlockQ6_K& b, uint8_t* q) {
-  for (int e = 0; e < 256; ++e) {
-    const int half = e / 128, k = (e % 128) / 32, l = e % 32;
-    const uint8_t lo = b.ql[64 * half + 32 * (k % 2) + l], hi = b.qh[32 * half + l];
-    q[e] = static_cast<uint8_t>(((lo >> (4 * (k / 2))) & 15) | (((hi >> (2 * k)) & 3) << 4));
-  }
-}
-
+// The 256 6-bit quants of a Q6_K block (element order) into its ql and qh.
 void q6_k_store(const uint8_t* q, quant::BlockQ6_K* b) {
   std::memset(b->ql, 0, sizeof(b->ql));
   std::memset(b->qh, 0, sizeof(b->qh));
@@ -177,17 +171,29 @@ void q6_kz_to_group(const quant::BlockQ6_K& b, int r, uint8_t* o) {
   std::memcpy(o + 2 * r, &b.d, 2);
   std::memcpy(o + 16 + 32 * p + 8 * h, b.scales, 8);
   std::memcpy(o + 32 + 32 * p + 8 * h, b.scales + 8, 8);
-  uint8_t q[256];
-  q6_k_values(b, q);
+  // Step j (elements 32j ..) is quarter j % 4 of half j / 4: ql's bytes 64 (j / 4) + 32 (j % 2) ..
+  // (low nibbles for j % 4 < 2), qh's bytes 32 (j / 4) .. (bit pair j % 4). 8 bytes at a time:
+  // n_k, t_k the low nibbles and top bit pairs of operand z_k's 8 quants of this row; q ^ 32
+  // flips bit 1 of each bit pair (0xAA).
+  constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0FULL, kPair = 0x0303030303030303ULL, kFlip = 0xAAAAAAAAAAAAAAAAULL;
   for (int j = 0; j < 8; ++j) {
-    uint8_t* dst = o + 144 + 384 * p + 48 * j + 8 * h;
+    const int quarter = j % 4;
+    const uint8_t* ql = b.ql + 64 * (j / 4) + 32 * (quarter % 2);
+    const uint8_t* qh = b.qh + 32 * (j / 4);
+    uint64_t n[4], t[4];
     for (int k = 0; k < 4; ++k) {
-      for (int i = 0; i < 8; ++i) {
-        const uint8_t v = q[32 * j + 8 * k + i] ^ 32;
-        dst[16 * (k / 2) + i] |= static_cast<uint8_t>((v & 15) << (4 * (k % 2)));
-        dst[32 + i] |= static_cast<uint8_t>((v >> 4) << (2 * k));
-      }
+      uint64_t l = 0, hb = 0;
+      std::memcpy(&l, ql + 8 * k, 8);
+      std::memcpy(&hb, qh + 8 * k, 8);
+      n[k] = (l >> (4 * (quarter / 2))) & kLow;
+      t[k] = (hb >> (2 * quarter)) & kPair;
     }
+    const uint64_t v0 = n[0] | (n[1] << 4), v1 = n[2] | (n[3] << 4);
+    const uint64_t v2 = (t[0] | (t[1] << 2) | (t[2] << 4) | (t[3] << 6)) ^ kFlip;
+    uint8_t* dst = o + 144 + 384 * p + 48 * j + 8 * h;
+    std::memcpy(dst, &v0, 8);
+    std::memcpy(dst + 16, &v1, 8);
+    std::memcpy(dst + 32, &v2, 8);
   }
 }
 
