@@ -303,17 +303,6 @@ __attribute__((noinline)) void ztile_mm(int64_t nb, const uint8_t* g, int p0, co
   }
 }
 
-template <class Z, int CP>
-void ztile_mm_tail(int cp, int64_t nb, const uint8_t* g, int p0, const PairBlock* pb, float* out, int64_t os) {
-  if constexpr (CP > 0) {
-    if (cp == CP) {
-      ztile_mm<Z, CP>(nb, g, p0, pb, out, os);
-    } else {
-      ztile_mm_tail<Z, CP - 1>(cp, nb, g, p0, pb, out, os);
-    }
-  }
-}
-
 // The 8 rows of one group x one activation column (a single token, or the odd last column),
 // with SDOT: the column's 8-byte pieces duplicated in both halves meet a row pair's zipped
 // operand, lanes (row 0, row 0, row 1, row 1); pairwise adds give the 4 rows of two pairs in
@@ -352,49 +341,6 @@ __attribute__((noinline)) void zcol(int64_t nb, const uint8_t* g, const uint8_t*
   vst1q_f32(out + 4, vaddq_f32(acc[1], macc[1]));
 }
 
-// n_rows (a multiple of 8) packed rows x n_cols activation columns: column pairs through
-// SMMLA (prepared in L2-sized chunks as in gemm_mm), an odd last column through zcol.
-template <class Z>
-void gemm_z(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
-            int64_t n_cols, float* out, int64_t out_stride) {
-  const int64_t nb = n / 32;
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* ab = static_cast<const uint8_t*>(a);
-  const size_t group_stride = 8 * w_stride;
-  const int64_t n_groups = n_rows / 8;
-  const int64_t n_pairs = n_cols / 2;
-  if (n_pairs > 0) {
-    constexpr int kPairs = Z::kPairs;
-    int64_t chunk = 0;
-    PairBlock* pairs = pair_chunks(nb, kPairs, n_pairs, &chunk);
-    for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
-      const int64_t q1 = std::min(n_pairs, q0 + chunk);
-      prepare_pairs<typename Z::TA>(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb, pairs,
-                                    Z::kAMul);
-      for (int64_t g = 0; g < n_groups; ++g) {
-        const uint8_t* wg = wb + static_cast<size_t>(g) * group_stride;
-        for (int p0 = 0; p0 < 4; p0 += 2) {
-          for (int64_t q = q0; q < q1; q += kPairs) {
-            const int cp = static_cast<int>(std::min<int64_t>(kPairs, q1 - q));
-            ztile_mm_tail<Z, kPairs>(cp, nb, wg, p0, pairs + (q - q0) * nb,
-                                     out + 2 * q * out_stride + 8 * g + 2 * p0, out_stride);
-          }
-        }
-      }
-    }
-  }
-  if (n_cols % 2 == 1) {
-    const int64_t c = n_cols - 1;
-    for (int64_t g = 0; g < n_groups; ++g) {
-      zcol<Z>(nb, wb + static_cast<size_t>(g) * group_stride, ab + static_cast<size_t>(c) * a_stride,
-              out + c * out_stride + 8 * g);
-    }
-  }
-}
-
-const PackedKernels kZQ4_0{"q4_0x8z", &gemm_z<ZQ4_0>, &dequantize_q4_0x8z_row, &repack_q4_0x8z};
-const PackedKernels kZQ4_1{"q4_1x8z", &gemm_z<ZQ4_1>, &dequantize_q4_1x8z_row, &repack_q4_1x8z};
-const PackedKernels kZQ8_0{"q8_0x8z", &gemm_z<ZQ8_0>, &dequantize_q8_0x8z_row, &repack_q8_0x8z};
 
 // ---- Q4_Kx8z (packed.hpp, packed_k.cpp): K-quant weights repacked at load as operands ---------
 // The file-layout K tile below unpacks, zips and gathers the scales of each row pair's
@@ -697,60 +643,90 @@ __attribute__((noinline)) void kcol_q6_kz(int64_t nsb, const uint8_t* g, const u
   vst1q_f32(out + 4, acc[1]);
 }
 
-// The K layouts' kernels: the SMMLA tile (rows 2 p0 .. 2 p0 + 3 x CP column pairs), the one-column
-// kernel (8 rows) and the 1/4 or 1 the activation scales carry.
-struct KZQ4_K {
+// ---- one driver for the repacked layouts ------------------------------------------------------
+// A layout L names its block (kBlock elements), its prepared column pair block (Pair) and how
+// many pairs a tile takes (kPairs), and provides prepare (column pairs -> Pair blocks, scaled
+// activation scales included), tile<CP> (rows 2 p0 .. 2 p0 + 3 of an 8-row group x CP prepared
+// pairs) and col (the 8 rows of a group x one column).
+template <class Z>
+struct ZLayout {
+  static constexpr int64_t kBlock = 32;
+  using Pair = PairBlock;
+  static constexpr int kPairs = Z::kPairs;
+  static void prepare(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, Pair* out) {
+    prepare_pairs<typename Z::TA>(a, as, n_pairs, nb, out, Z::kAMul);
+  }
   template <int CP>
-  static void tile(int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out, int64_t os) {
+  static void tile(int64_t nb, const uint8_t* g, int p0, const Pair* pb, float* out, int64_t os) {
+    ztile_mm<Z, CP>(nb, g, p0, pb, out, os);
+  }
+  static void col(int64_t nb, const uint8_t* g, const uint8_t* a, float* out) { zcol<Z>(nb, g, a, out); }
+};
+
+// The K layouts: the activation scales carry 1 (Q4_K) or 1/4 (Q6_K's quants are 4 (q - 32)).
+struct KLayoutBase {
+  static constexpr int64_t kBlock = kQK_K;
+  using Pair = KPairBlock;
+  static constexpr int kPairs = 4;
+};
+struct KZQ4_K : KLayoutBase {
+  static void prepare(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, Pair* out) {
+    prepare_kpairs(a, as, n_pairs, nsb, out, 1.0f);
+  }
+  template <int CP>
+  static void tile(int64_t nsb, const uint8_t* g, int p0, const Pair* pb, float* out, int64_t os) {
     ktile_q4_kz<CP>(nsb, g, p0, pb, out, os);
   }
   static void col(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) { kcol_q4_kz(nsb, g, a, out); }
-  static constexpr float kAMul = 1.0f;
 };
-struct KZQ6_K {
+struct KZQ6_K : KLayoutBase {
+  static void prepare(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, Pair* out) {
+    prepare_kpairs(a, as, n_pairs, nsb, out, 0.25f);
+  }
   template <int CP>
-  static void tile(int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out, int64_t os) {
+  static void tile(int64_t nsb, const uint8_t* g, int p0, const Pair* pb, float* out, int64_t os) {
     ktile_q6_kz<CP>(nsb, g, p0, pb, out, os);
   }
   static void col(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) { kcol_q6_kz(nsb, g, a, out); }
-  static constexpr float kAMul = 0.25f;
 };
 
-template <class K, int CP>
-void ktile_tail(int cp, int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out, int64_t os) {
+template <class L, int CP>
+void tile_tail(int cp, int64_t nb, const uint8_t* g, int p0, const typename L::Pair* pb, float* out, int64_t os) {
   if constexpr (CP > 0) {
     if (cp == CP) {
-      K::template tile<CP>(nsb, g, p0, pb, out, os);
+      L::template tile<CP>(nb, g, p0, pb, out, os);
     } else {
-      ktile_tail<K, CP - 1>(cp, nsb, g, p0, pb, out, os);
+      tile_tail<L, CP - 1>(cp, nb, g, p0, pb, out, os);
     }
   }
 }
 
-// n_rows (a multiple of 8) packed rows x n_cols Q8_K columns, arranged as gemm_z.
-constexpr int kKZPairs = 4;
-template <class K>
-void gemm_kz(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
-             int64_t n_cols, float* out, int64_t out_stride) {
-  const int64_t nsb = n / kQK_K;
+// n_rows (a multiple of 8) packed rows x n_cols activation columns: column pairs through the
+// SMMLA tiles, prepared in L2-sized chunks as in gemm_mm (per chunk, each group's two 4-row
+// halves against tiles of kPairs pairs), an odd last column through col.
+template <class L>
+void gemm_packed(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
+                 int64_t n_cols, float* out, int64_t out_stride) {
+  const int64_t nb = n / L::kBlock;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   const size_t group_stride = 8 * w_stride;
   const int64_t n_groups = n_rows / 8;
   const int64_t n_pairs = n_cols / 2;
   if (n_pairs > 0) {
+    constexpr int kPairs = L::kPairs;
     int64_t chunk = 0;
-    KPairBlock* pairs = pair_chunks<KPairBlock>(nsb, kKZPairs, n_pairs, &chunk);
+    typename L::Pair* pairs = pair_chunks<typename L::Pair>(nb, kPairs, n_pairs, &chunk);
     for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
       const int64_t q1 = std::min(n_pairs, q0 + chunk);
-      prepare_kpairs(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nsb, pairs, K::kAMul);
+      L::prepare(ab + static_cast<size_t>(2 * q0) * a_stride, a_stride, q1 - q0, nb, pairs);
       for (int64_t g = 0; g < n_groups; ++g) {
         const uint8_t* wg = wb + static_cast<size_t>(g) * group_stride;
         for (int p0 = 0; p0 < 4; p0 += 2) {
-          for (int64_t q = q0; q < q1; q += kKZPairs) {
-            const int cp = static_cast<int>(std::min<int64_t>(kKZPairs, q1 - q));
-            ktile_tail<K, kKZPairs>(cp, nsb, wg, p0, pairs + (q - q0) * nsb,
-                                    out + 2 * q * out_stride + 8 * g + 2 * p0, out_stride);
+          for (int64_t q = q0; q < q1; q += kPairs) {
+            const int cp = static_cast<int>(std::min<int64_t>(kPairs, q1 - q));
+            tile_tail<L, kPairs>(cp, nb, wg, p0, pairs + (q - q0) * nb, out + 2 * q * out_stride + 8 * g + 2 * p0,
+                                 out_stride);
           }
         }
       }
@@ -759,14 +735,17 @@ void gemm_kz(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const vo
   if (n_cols % 2 == 1) {
     const int64_t c = n_cols - 1;
     for (int64_t g = 0; g < n_groups; ++g) {
-      K::col(nsb, wb + static_cast<size_t>(g) * group_stride, ab + static_cast<size_t>(c) * a_stride,
+      L::col(nb, wb + static_cast<size_t>(g) * group_stride, ab + static_cast<size_t>(c) * a_stride,
              out + c * out_stride + 8 * g);
     }
   }
 }
 
-const PackedKernels kZQ4_K{"q4_kx8z", &gemm_kz<KZQ4_K>, &dequantize_q4_kx8z_row, &repack_q4_kx8z};
-const PackedKernels kZQ6_K{"q6_kx8z", &gemm_kz<KZQ6_K>, &dequantize_q6_kx8z_row, &repack_q6_kx8z};
+const PackedKernels kZQ4_0{"q4_0x8z", &gemm_packed<ZLayout<ZQ4_0>>, &dequantize_q4_0x8z_row, &repack_q4_0x8z};
+const PackedKernels kZQ4_1{"q4_1x8z", &gemm_packed<ZLayout<ZQ4_1>>, &dequantize_q4_1x8z_row, &repack_q4_1x8z};
+const PackedKernels kZQ8_0{"q8_0x8z", &gemm_packed<ZLayout<ZQ8_0>>, &dequantize_q8_0x8z_row, &repack_q8_0x8z};
+const PackedKernels kZQ4_K{"q4_kx8z", &gemm_packed<KZQ4_K>, &dequantize_q4_kx8z_row, &repack_q4_kx8z};
+const PackedKernels kZQ6_K{"q6_kx8z", &gemm_packed<KZQ6_K>, &dequantize_q6_kx8z_row, &repack_q6_kx8z};
 
 // ---- K-quants: 2 rows x 2 columns per SMMLA tile ----------------------------------------------
 // A super-block of 256 as 16 groups of 16 signed quants with one integer scale each, plus the
