@@ -303,6 +303,16 @@ __attribute__((noinline)) void ztile_mm(int64_t nb, const uint8_t* g, int p0, co
   }
 }
 
+// A column's 32 activations (lo: 0..15, hi: 16..31) as four vectors, each one 8-byte piece in
+// both halves: the SDOT / USDOT partner of a row pair's zipped operand.
+inline void dup_pieces(int8x16_t lo, int8x16_t hi, int8x16_t* u) {
+  const int64x2_t l = vreinterpretq_s64_s8(lo), h = vreinterpretq_s64_s8(hi);
+  u[0] = vreinterpretq_s8_s64(vdupq_laneq_s64(l, 0));
+  u[1] = vreinterpretq_s8_s64(vdupq_laneq_s64(l, 1));
+  u[2] = vreinterpretq_s8_s64(vdupq_laneq_s64(h, 0));
+  u[3] = vreinterpretq_s8_s64(vdupq_laneq_s64(h, 1));
+}
+
 // The 8 rows of one group x one activation column (a single token, or the odd last column),
 // with SDOT: the column's 8-byte pieces duplicated in both halves meet a row pair's zipped
 // operand, lanes (row 0, row 0, row 1, row 1); pairwise adds give the 4 rows of two pairs in
@@ -317,9 +327,8 @@ __attribute__((noinline)) void zcol(int64_t nb, const uint8_t* g, const uint8_t*
     __builtin_prefetch(gb + 8 * kZGroupBlock<Z>);
     const uint8_t* ap = a + static_cast<size_t>(b) * Z::TA::kABytes;
     const Q32 av = load_a<typename Z::TA>(ap);
-    const int64x2_t lo = vreinterpretq_s64_s8(av.lo), hi = vreinterpretq_s64_s8(av.hi);
-    const int8x16_t u[4] = {vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 1)),
-                            vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 1))};
+    int8x16_t u[4];
+    dup_pieces(av.lo, av.hi, u);
     int32x4_t s[4];
     for (int p = 0; p < 4; ++p) {
       int8x16_t z[4];
@@ -363,11 +372,16 @@ struct KPairBlock {
   float32x4_t ad;
 };
 
-inline int16x8_t sub_block_sums(const BlockQ8_K& y) { return vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8)); }
+// The column's 8 sub-block sums (|.| <= 4064) split as 64 h + l, h in [-64, 63], l in [0, 63],
+// so that SMMLA / SDOT with the 6-bit mins take them as int8.
+inline void split_sub_block_sums(const BlockQ8_K& y, int8x8_t* h, int8x8_t* l) {
+  const int16x8_t b = vpaddq_s16(vld1q_s16(y.bsums), vld1q_s16(y.bsums + 8));
+  *h = vmovn_s16(vshrq_n_s16(b, 6));
+  *l = vmovn_s16(vandq_s16(b, vdupq_n_s16(63)));
+}
 
 // ad_mul: as in prepare_pairs (1/4 for the Q6_Kx8z quants, which are 4 times the value).
 void prepare_kpairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, KPairBlock* out, float ad_mul) {
-  const int16x8_t m63 = vdupq_n_s16(63);
   for (int64_t q = 0; q < n_pairs; ++q) {
     const auto* y0 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q) * as);
     const auto* y1 = reinterpret_cast<const BlockQ8_K*>(a + static_cast<size_t>(2 * q + 1) * as);
@@ -378,9 +392,11 @@ void prepare_kpairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, K
         o.z[2 * m] = zip_lo(a0, a1);
         o.z[2 * m + 1] = zip_hi(a0, a1);
       }
-      const int16x8_t b0 = sub_block_sums(y0[i]), b1 = sub_block_sums(y1[i]);
-      o.h = vcombine_s8(vmovn_s16(vshrq_n_s16(b0, 6)), vmovn_s16(vshrq_n_s16(b1, 6)));
-      o.l = vcombine_s8(vmovn_s16(vandq_s16(b0, m63)), vmovn_s16(vandq_s16(b1, m63)));
+      int8x8_t h0, l0, h1, l1;
+      split_sub_block_sums(y0[i], &h0, &l0);
+      split_sub_block_sums(y1[i], &h1, &l1);
+      o.h = vcombine_s8(h0, h1);
+      o.l = vcombine_s8(l0, l1);
       o.ad = lanes_xyxy(y0[i].d * ad_mul, y1[i].d * ad_mul);
     }
   }
@@ -478,7 +494,6 @@ __attribute__((noinline)) void kcol_q4_kz(int64_t nsb, const uint8_t* g, const u
   float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
   float32x4_t macc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
   const uint8x16_t step = vld1q_u8(kScaleStep);
-  const int16x8_t m63 = vdupq_n_s16(63);
   for (int64_t i = 0; i < nsb; ++i) {
     const uint8_t* gb = g + static_cast<size_t>(i) * kQ4KZGroupBlock;
     __builtin_prefetch(gb + 4 * kQ4KZGroupBlock);
@@ -489,10 +504,8 @@ __attribute__((noinline)) void kcol_q4_kz(int64_t nsb, const uint8_t* g, const u
     int32x4_t sumi[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
     uint8x16_t idx = vld1q_u8(kScaleIdx0);
     for (int j = 0; j < 8; ++j) {
-      const int64x2_t lo = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j));
-      const int64x2_t hi = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j + 16));
-      const int8x16_t u[4] = {vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 1)),
-                              vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 1))};
+      int8x16_t u[4];
+      dup_pieces(vld1q_s8(y.qs + 32 * j), vld1q_s8(y.qs + 32 * j + 16), u);
       for (int p = 0; p < 4; ++p) {
         uint8x16_t z[4];
         k4z_operands(gb + 128 + 256 * p + 32 * j, z);
@@ -504,8 +517,8 @@ __attribute__((noinline)) void kcol_q4_kz(int64_t nsb, const uint8_t* g, const u
       }
       idx = vaddq_u8(idx, step);
     }
-    const int16x8_t b = sub_block_sums(y);
-    const int8x8_t h8 = vmovn_s16(vshrq_n_s16(b, 6)), l8 = vmovn_s16(vandq_s16(b, m63));
+    int8x8_t h8, l8;
+    split_sub_block_sums(y, &h8, &l8);
     const int8x16_t h = vcombine_s8(h8, h8), l = vcombine_s8(l8, l8);
     int32x4_t ms[4];
     for (int p = 0; p < 4; ++p) {
@@ -526,6 +539,7 @@ __attribute__((noinline)) void kcol_q4_kz(int64_t nsb, const uint8_t* g, const u
 // ---- Q6_Kx8z: 16 groups of 16 with an int8 scale each, quants 4 (q - 32) after decoding ------
 
 constexpr size_t kQ6KZGroupBlock = 1680;
+constexpr float kQ6KZAMul = 0.25f;  // the quants are 4 (q - 32): the activation scales carry 1/4
 
 // The four SMMLA operands of one row pair's 32 elements (48 bytes at v): 4 (q - 32) as int8.
 inline void k6z_operands(const uint8_t* v, int8x16_t* z) {
@@ -620,10 +634,8 @@ __attribute__((noinline)) void kcol_q6_kz(int64_t nsb, const uint8_t* g, const u
         for (int p = 0; p < 4; ++p) sc[p] = k6z_scales(gb, p, j / 4);
         idx = vld1q_u8(kScale6Idx0);
       }
-      const int64x2_t lo = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j));
-      const int64x2_t hi = vreinterpretq_s64_s8(vld1q_s8(y.qs + 32 * j + 16));
-      const int8x16_t u[4] = {vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(lo, 1)),
-                              vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 0)), vreinterpretq_s8_s64(vdupq_laneq_s64(hi, 1))};
+      int8x16_t u[4];
+      dup_pieces(vld1q_s8(y.qs + 32 * j), vld1q_s8(y.qs + 32 * j + 16), u);
       const uint8x16_t idx1 = vaddq_u8(idx, step);
       for (int p = 0; p < 4; ++p) {
         int8x16_t z[4];
@@ -635,7 +647,7 @@ __attribute__((noinline)) void kcol_q6_kz(int64_t nsb, const uint8_t* g, const u
       idx = vaddq_u8(idx1, step);
     }
     const float16x8_t dh = vreinterpretq_f16_u16(vld1q_u16(reinterpret_cast<const uint16_t*>(gb)));
-    const float ad = y.d * 0.25f;
+    const float ad = y.d * kQ6KZAMul;
     acc[0] = vfmaq_f32(acc[0], vcvtq_f32_s32(vpaddq_s32(sumi[0], sumi[1])), vmulq_n_f32(vcvt_f32_f16(vget_low_f16(dh)), ad));
     acc[1] = vfmaq_f32(acc[1], vcvtq_f32_s32(vpaddq_s32(sumi[2], sumi[3])), vmulq_n_f32(vcvt_high_f32_f16(dh), ad));
   }
@@ -681,7 +693,7 @@ struct KZQ4_K : KLayoutBase {
 };
 struct KZQ6_K : KLayoutBase {
   static void prepare(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, Pair* out) {
-    prepare_kpairs(a, as, n_pairs, nsb, out, 0.25f);
+    prepare_kpairs(a, as, n_pairs, nsb, out, kQ6KZAMul);
   }
   template <int CP>
   static void tile(int64_t nsb, const uint8_t* g, int p0, const Pair* pb, float* out, int64_t os) {

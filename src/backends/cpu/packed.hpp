@@ -77,9 +77,9 @@ void dequantize_q6_kx8_row(const void* base, int64_t row, float* dst, int64_t n)
 //   Q4_Kx8z (1152 bytes): the 8 rows' d and dmin, their 6-bit sub-block scales and mins as one
 //     SMMLA operand per row pair, and the quants as nibbles that `v & 15` / `v >> 4` turn into
 //     USMMLA operands;
-//   Q6_Kx8z (1680 bytes): the 8 rows' d, each row pair's 32 scales, and per row pair and 32
-//     elements the four SMMLA operands as low nibbles and top bit pairs (a shift and an insert
-//     per operand give 4 (q - 32)).
+//   Q6_Kx8z (1680 bytes): the 8 rows' d, each row pair's scales per half super-block (a
+//     16-byte TBL table each), and per row pair and 32 elements the four SMMLA operands as low
+//     nibbles and top bit pairs (a shift and an insert per operand give 4 (q - 32)).
 void repack_q4_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows);
 void repack_q6_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows);
 void dequantize_q4_kx8z_row(const void* base, int64_t row, float* dst, int64_t n);

@@ -1,11 +1,12 @@
-// Portable parts of the packed K-quant layouts (Q4_Kx8, Q6_Kx8; see packed.hpp): repacking
-// and row dequantization. The kernels are per ISA (packed_k_tiles_avx2.cpp).
+// Portable parts of the packed K-quant layouts (Q4_Kx8, Q6_Kx8, and AArch64's Q4_Kx8z, Q6_Kx8z;
+// see packed.hpp): repacking and row dequantization. The kernels are per ISA
+// (packed_k_tiles_avx2.cpp, kernels_neon_i8mm.cpp).
 //
-// Each layout is a permutation of the bytes of 8 rows' super-blocks: one "group block" per
-// 8 rows and 256-element super-block, group blocks of a group in super-block order, groups in
-// row order, so the packed matrix has the original's size and row r (r % 8 == 0) starts at
-// r * row_bytes. Reading a row back gathers its bytes into the file's block and runs the
-// reference dequantization, so it is bit-exact by construction.
+// Each layout rearranges the bits of 8 rows' super-blocks (the x8 layouts move whole bytes, the
+// x8z ones split and regroup fields): one "group block" per 8 rows and 256-element super-block,
+// group blocks of a group in super-block order, groups in row order, so the packed matrix has
+// the original's size and row r (r % 8 == 0) starts at r * row_bytes. Reading a row back
+// rebuilds the file's block and runs the reference dequantization, so it is bit-exact.
 #include <cstdint>
 #include <cstring>
 
@@ -82,6 +83,8 @@ void q6_k_from_group(const uint8_t* o, int r, quant::BlockQ6_K* b) {
 // then row 2p+1's), and each 16 quant bytes give two operands by `v & 15` and `v >> 4`.
 void q4_kz_to_group(const quant::BlockQ4_K& b, int r, uint8_t* o) {
   const int p = r / 2, h = r % 2;
+  // The rows OR their scale and min bits into bytes they share; repack_k calls rows 0..7 in order.
+  if (r == 0) std::memset(o + 32, 0, 96);
   std::memcpy(o + 2 * r, &b.d, 2);
   std::memcpy(o + 16 + 2 * r, &b.dmin, 2);
   for (int j = 0; j < 8; ++j) {
@@ -223,7 +226,6 @@ void repack_k(const void* src, void* dst, int64_t n, int64_t n_rows) {
   for (int64_t g = 0; g < n_rows / 8; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* o = out + static_cast<size_t>(g * nb + b) * kGroupBlock;
-      std::memset(o, 0, kGroupBlock);  // the x8z layouts set bits of bytes that rows share
       for (int r = 0; r < 8; ++r) ToGroup(in[(g * 8 + r) * nb + b], r, o);
     }
   }
