@@ -120,12 +120,13 @@ if [ -n "${GENIEX_MODEL:-}" ] && [ -f "$GENIEX_MODEL" ]; then
   done
   greedy="identical to native x86 on every CPU model"
 
-  # The K-quant layouts (Q4_Kx8z, Q6_Kx8z): SmolLM2 requantized to Q4_K_M (its 1536-wide rows
-  # are Q4_K or Q6_K) must run repacked under -cpu max and give the very logits of the file
-  # layout (the kernels are bit for bit the file-layout i8mm ones): same ids, same smallest margin.
+  # The K-quant layouts (Q4_Kx8z, Q6_Kx8z) and Q5_0x8z: SmolLM2 requantized to Q4_K_M (its
+  # 1536-wide rows are Q4_K or Q6_K, the 576-wide ones fall back to Q5_0 / Q8_0) must run
+  # repacked under -cpu max and give the very logits of the file layout (the kernels are bit for
+  # bit the file-layout i8mm ones): same ids, same smallest margin.
   HOST_CLI="$HOST_BUILD/tools/geniex"
   if [ -x "$HOST_CLI" ]; then
-    step "end to end: Q4_K_M, repacked (q4_kx8z, q6_kx8z) vs file layout under qemu -cpu max"
+    step "end to end: Q4_K_M, repacked (q4_kx8z, q6_kx8z, q5_0x8z) vs file layout under qemu -cpu max"
     KM="$BUILD/smollm2-q4_k_m.gguf"
     "$HOST_CLI" quantize "$GENIEX_MODEL" "$KM" q4_k_m --force >"$BUILD/quantize.log" 2>&1 \
       || fail "geniex quantize to q4_k_m: $(tail -5 "$BUILD/quantize.log")"
@@ -133,7 +134,7 @@ if [ -n "${GENIEX_MODEL:-}" ] && [ -f "$GENIEX_MODEL" ]; then
       || fail "greedy_ids on Q4_K_M: $(cat "$BUILD/greedy.km")"
     GENIEX_REPACK=0 qemu max "$T/greedy_ids" "$KM" "$N_GEN" 2 "${PROMPT[@]}" >"$BUILD/greedy.km0" \
       || fail "greedy_ids on Q4_K_M, GENIEX_REPACK=0: $(cat "$BUILD/greedy.km0")"
-    for layout in q4_kx8z q6_kx8z; do
+    for layout in q4_kx8z q6_kx8z q5_0x8z; do
       grep -q "^packed: .*$layout x" "$BUILD/greedy.km" || fail "no $layout weights under -cpu max: $(grep '^packed' "$BUILD/greedy.km")"
     done
     ! grep -q 'x8z' "$BUILD/greedy.km0" || fail "GENIEX_REPACK=0 still repacked: $(grep '^packed' "$BUILD/greedy.km0")"

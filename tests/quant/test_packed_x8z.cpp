@@ -30,7 +30,7 @@ Rows random_rows(DType t, int64_t k, int64_t rows, std::mt19937& rng) {
   r.w.resize(r.row_bytes * static_cast<size_t>(rows));
   std::vector<float> f(static_cast<size_t>(k));
   for (int64_t i = 0; i < rows; ++i) {
-    const float shift = t == DType::Q4_1 || t == DType::Q4_K ? nd(rng) : 0.0f;  // asymmetric rows exercise Q4_1's mins
+    const float shift = t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K ? nd(rng) : 0.0f;  // asymmetric rows exercise the mins
     for (float& v : f) v = nd(rng) + shift;
     if (t == DType::Q4_K || t == DType::Q6_K) {  // sub-blocks of different spread and offset exercise the scales and mins
       for (size_t e = 0; e < f.size(); ++e) f[e] = f[e] * (0.25f + static_cast<float>((e / 32) % 5)) + static_cast<float>((e / 32) % 3);
@@ -41,14 +41,24 @@ Rows random_rows(DType t, int64_t k, int64_t rows, std::mt19937& rng) {
 }
 
 size_t block_bytes(DType t) {
+  if (t == DType::Q5_0) return sizeof(quant::BlockQ5_0);
+  if (t == DType::Q5_1) return sizeof(quant::BlockQ5_1);
   return t == DType::Q8_0 ? sizeof(quant::BlockQ8_0) : t == DType::Q4_1 ? sizeof(quant::BlockQ4_1) : sizeof(quant::BlockQ4_0);
 }
 
-// Element i of block b of row `row`, as the integer the block stores (q - 8 for Q4_0, q for
-// Q4_1).
+// Element i of block b of row `row`, as the integer the block stores (q - 8 for Q4_0, q - 16
+// for Q5_0, q for Q4_1 and Q5_1).
 int quant_of(DType t, const Rows& r, int64_t row, int64_t b, int i) {
   const uint8_t* p = r.w.data() + static_cast<size_t>(row) * r.row_bytes + static_cast<size_t>(b) * block_bytes(t);
   if (t == DType::Q8_0) return reinterpret_cast<const quant::BlockQ8_0*>(p)->qs[i];
+  if (t == DType::Q5_0 || t == DType::Q5_1) {  // GGUF: element i's fifth bit is bit i of qh (little endian)
+    const uint8_t* qh = t == DType::Q5_0 ? reinterpret_cast<const quant::BlockQ5_0*>(p)->qh
+                                         : reinterpret_cast<const quant::BlockQ5_1*>(p)->qh;
+    const uint8_t* qs = t == DType::Q5_0 ? reinterpret_cast<const quant::BlockQ5_0*>(p)->qs
+                                         : reinterpret_cast<const quant::BlockQ5_1*>(p)->qs;
+    const int lo = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
+    return (lo | (qh[i / 8] >> (i % 8) & 1) << 4) - (t == DType::Q5_0 ? 16 : 0);
+  }
   const uint8_t* qs = t == DType::Q4_1 ? reinterpret_cast<const quant::BlockQ4_1*>(p)->qs
                                        : reinterpret_cast<const quant::BlockQ4_0*>(p)->qs;
   const int q = i < 16 ? qs[i] & 15 : qs[i - 16] >> 4;
@@ -62,11 +72,15 @@ using RowFn = void (*)(const void*, int64_t, float*, int64_t);
 RepackFn repack_of(DType t) {
   if (t == DType::Q4_K) return cpu::repack_q4_kx8z;
   if (t == DType::Q6_K) return cpu::repack_q6_kx8z;
+  if (t == DType::Q5_0) return cpu::repack_q5_0x8z;
+  if (t == DType::Q5_1) return cpu::repack_q5_1x8z;
   return t == DType::Q4_0 ? cpu::repack_q4_0x8z : t == DType::Q4_1 ? cpu::repack_q4_1x8z : cpu::repack_q8_0x8z;
 }
 RowFn row_of(DType t) {
   if (t == DType::Q4_K) return cpu::dequantize_q4_kx8z_row;
   if (t == DType::Q6_K) return cpu::dequantize_q6_kx8z_row;
+  if (t == DType::Q5_0) return cpu::dequantize_q5_0x8z_row;
+  if (t == DType::Q5_1) return cpu::dequantize_q5_1x8z_row;
   return t == DType::Q4_0   ? cpu::dequantize_q4_0x8z_row
          : t == DType::Q4_1 ? cpu::dequantize_q4_1x8z_row
                             : cpu::dequantize_q8_0x8z_row;
@@ -75,16 +89,18 @@ RowFn row_of(DType t) {
 // The bytes the kernels read: per group block, 8 fp16 scales (then Q4_1's 8 mins), then per
 // row pair the SMMLA operands z_k (row 2p's elements 8k..8k+7, then row 2p+1's); Q4_1 as
 // nibbles that `v & 15` / `v >> 4` decode, Q4_0 as nibbles that `v << 4` / `v & 0xF0` turn
-// into 16 (q - 8).
+// into 16 (q - 8); Q5_0 and Q5_1 as A, B (bits 3-7: z0, z1's t = q ^ 16 (Q5_0) or q (Q5_1);
+// bits 0-2: the top bits of z2, z3's t) and H (their low two bits), decoded as the kernels do.
 TEST(PackedX8z, LayoutIsTheDocumentedSmmlaOperands) {
   std::mt19937 rng(7);
   const int64_t k = 96, n_rows = 16, nb = k / 32;
-  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1}) {
     const Rows r = random_rows(t, k, n_rows, rng);
     std::vector<uint8_t> z(r.w.size());
     repack_of(t)(r.w.data(), z.data(), k, n_rows);
-    const int fields = t == DType::Q4_1 ? 2 : 1;
-    const size_t head = 16 * static_cast<size_t>(fields), pair = t == DType::Q8_0 ? 64 : 32, group_block = head + 4 * pair;
+    const int fields = t == DType::Q4_1 || t == DType::Q5_1 ? 2 : 1;
+    const size_t head = 16 * static_cast<size_t>(fields), pair = t == DType::Q8_0 ? 64 : t == DType::Q5_0 || t == DType::Q5_1 ? 40 : 32,
+                 group_block = head + 4 * pair;
     ASSERT_EQ(group_block, 8 * block_bytes(t));
     for (int64_t g = 0; g < n_rows / 8; ++g) {
       for (int64_t b = 0; b < nb; ++b) {
@@ -103,7 +119,16 @@ TEST(PackedX8z, LayoutIsTheDocumentedSmmlaOperands) {
               const int want = quant_of(t, r, row, b, 8 * kk + j % 8);
               int got = 0;
               const uint8_t byte = t == DType::Q8_0 ? v[16 * kk + j] : v[16 * (kk / 2) + j];
-              if (t == DType::Q8_0) {
+              if (t == DType::Q5_0 || t == DType::Q5_1) {
+                const uint8_t ab = v[16 * (kk % 2) + j], hb = v[32 + j % 8];
+                const int sh = (j < 8 ? 0 : 2) + (kk == 3 ? 4 : 0);  // z2: bits 0-1 / 2-3, z3: 4-5 / 6-7
+                if (t == DType::Q5_0) {  // top-aligned: 8 (q - 16)
+                  const auto op = static_cast<uint8_t>(kk < 2 ? ab & 0xF8 : (ab & 7) << 5 | (hb >> sh & 3) << 3);
+                  got = static_cast<int8_t>(op) / 8;
+                } else {
+                  got = kk < 2 ? ab >> 3 : (ab & 7) << 2 | (hb >> sh & 3);
+                }
+              } else if (t == DType::Q8_0) {
                 got = static_cast<int8_t>(byte);
               } else if (t == DType::Q4_1) {
                 got = kk % 2 == 0 ? byte & 15 : byte >> 4;
@@ -198,7 +223,7 @@ TEST(PackedX8z, Q6_KLayoutIsTheDocumentedOperands) {
 
 TEST(PackedX8z, RowsReadBackExactly) {
   std::mt19937 rng(11);
-  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q6_K}) {
     for (const int64_t k : {256, 576, 2048}) {
       if (k % (is_k_quant(t) ? 256 : 32) != 0) continue;
       const int64_t n_rows = 24;
@@ -268,6 +293,8 @@ TEST(PackedX8z, Q4_KI8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::
 TEST(PackedX8z, Q6_KI8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q6_K); }
 TEST(PackedX8z, Q4_1I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_1); }
 TEST(PackedX8z, Q8_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q8_0); }
+TEST(PackedX8z, Q5_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q5_0); }
+TEST(PackedX8z, Q5_1I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q5_1); }
 
 }  // namespace
 }  // namespace geniex

@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels_neon_impl.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels_internal.hpp"
@@ -250,6 +251,52 @@ struct ZQ4_1 {
     z[1] = vreinterpretq_s8_u8(vshrq_n_u8(v0, 4));
     z[2] = vreinterpretq_s8_u8(vandq_u8(v1, low));
     z[3] = vreinterpretq_s8_u8(vshrq_n_u8(v1, 4));
+  }
+};
+
+// Q5_0x8z (packed.hpp): z0 = A & 0xF8 and z1 = B & 0xF8 are 8 (q - 16); z2 and z3 take A's and
+// B's low three bits as their top ones (a shift-and-insert) over two bits of H moved to bits
+// 3-4 by a per-lane shift (lanes 8-15 read other bits of the same byte). The activation scales
+// carry the 1/8.
+struct ZQ5_0 {
+  using TA = TraitQ8_0;
+  static constexpr size_t kHead = 16, kPair = 40;
+  static constexpr int kPairs = 4;
+  static constexpr float kAMul = 1.0f / 8.0f;
+  static void load(const uint8_t* v, int8x16_t* z) {
+    alignas(16) static constexpr int8_t kShift2[16] = {3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1};
+    alignas(16) static constexpr int8_t kShift3[16] = {-1, -1, -1, -1, -1, -1, -1, -1, -3, -3, -3, -3, -3, -3, -3, -3};
+    const uint8x16_t a = vld1q_u8(v), b = vld1q_u8(v + 16);
+    uint64_t h64 = 0;
+    std::memcpy(&h64, v + 32, 8);
+    const uint8x16_t h = vreinterpretq_u8_u64(vdupq_n_u64(h64));
+    const uint8x16_t top = vdupq_n_u8(0xF8), mid = vdupq_n_u8(0x18);
+    z[0] = vreinterpretq_s8_u8(vandq_u8(a, top));
+    z[1] = vreinterpretq_s8_u8(vandq_u8(b, top));
+    z[2] = vreinterpretq_s8_u8(vsliq_n_u8(vandq_u8(vshlq_u8(h, vld1q_s8(kShift2)), mid), a, 5));
+    z[3] = vreinterpretq_s8_u8(vsliq_n_u8(vandq_u8(vshlq_u8(h, vld1q_s8(kShift3)), mid), b, 5));
+  }
+};
+
+// Q5_1x8z: z0 = A >> 3, z1 = B >> 3 are q; z2 and z3 put A's or B's low three bits above two
+// bits of H that a per-lane shift moved to bits 0-1.
+struct ZQ5_1 {
+  using TA = TraitQ5_1;
+  static constexpr size_t kHead = 32, kPair = 40;
+  static constexpr int kPairs = 2;
+  static constexpr float kAMul = 1.0f;
+  static void load(const uint8_t* v, int8x16_t* z) {
+    alignas(16) static constexpr int8_t kShift2[16] = {0, 0, 0, 0, 0, 0, 0, 0, -2, -2, -2, -2, -2, -2, -2, -2};
+    alignas(16) static constexpr int8_t kShift3[16] = {-4, -4, -4, -4, -4, -4, -4, -4, -6, -6, -6, -6, -6, -6, -6, -6};
+    const uint8x16_t a = vld1q_u8(v), b = vld1q_u8(v + 16);
+    uint64_t h64 = 0;
+    std::memcpy(&h64, v + 32, 8);
+    const uint8x16_t h = vreinterpretq_u8_u64(vdupq_n_u64(h64));
+    const uint8x16_t low3 = vdupq_n_u8(7);
+    z[0] = vreinterpretq_s8_u8(vshrq_n_u8(a, 3));
+    z[1] = vreinterpretq_s8_u8(vshrq_n_u8(b, 3));
+    z[2] = vreinterpretq_s8_u8(vsliq_n_u8(vshlq_u8(h, vld1q_s8(kShift2)), vandq_u8(a, low3), 2));
+    z[3] = vreinterpretq_s8_u8(vsliq_n_u8(vshlq_u8(h, vld1q_s8(kShift3)), vandq_u8(b, low3), 2));
   }
 };
 
@@ -755,6 +802,8 @@ void gemm_packed(int64_t n, const void* w, size_t w_stride, int64_t n_rows, cons
 
 const PackedKernels kZQ4_0{"q4_0x8z", &gemm_packed<ZLayout<ZQ4_0>>, &dequantize_q4_0x8z_row, &repack_q4_0x8z};
 const PackedKernels kZQ4_1{"q4_1x8z", &gemm_packed<ZLayout<ZQ4_1>>, &dequantize_q4_1x8z_row, &repack_q4_1x8z};
+const PackedKernels kZQ5_0{"q5_0x8z", &gemm_packed<ZLayout<ZQ5_0>>, &dequantize_q5_0x8z_row, &repack_q5_0x8z};
+const PackedKernels kZQ5_1{"q5_1x8z", &gemm_packed<ZLayout<ZQ5_1>>, &dequantize_q5_1x8z_row, &repack_q5_1x8z};
 const PackedKernels kZQ8_0{"q8_0x8z", &gemm_packed<ZLayout<ZQ8_0>>, &dequantize_q8_0x8z_row, &repack_q8_0x8z};
 const PackedKernels kZQ4_K{"q4_kx8z", &gemm_packed<KZQ4_K>, &dequantize_q4_kx8z_row, &repack_q4_kx8z};
 const PackedKernels kZQ6_K{"q6_kx8z", &gemm_packed<KZQ6_K>, &dequantize_q6_kx8z_row, &repack_q6_kx8z};
@@ -931,6 +980,8 @@ const TypeKernels* kernels(DType t) { return MmTable::find(t, "i8mm"); }
 const PackedKernels* packed_kernels(DType t) {
   if (t == DType::Q4_0) return &kZQ4_0;
   if (t == DType::Q4_1) return &kZQ4_1;
+  if (t == DType::Q5_0) return &kZQ5_0;
+  if (t == DType::Q5_1) return &kZQ5_1;
   if (t == DType::Q8_0) return &kZQ8_0;
   if (t == DType::Q4_K) return &kZQ4_K;
   if (t == DType::Q6_K) return &kZQ6_K;

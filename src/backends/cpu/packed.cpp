@@ -149,6 +149,110 @@ void dequantize_x8z_row(DType t, const void* base, int64_t row, float* dst, int6
   }
 }
 
+// Q5_0x8z / Q5_1x8z (packed.hpp): per row pair, t[k][i] = q ^ kXor (Q5_0: q ^ 16, the 5-bit
+// two's complement of q - 16; Q5_1: q) of operand k's lane i (i < 8: row 0's element 8k + i,
+// else row 1's element 8k + i - 8), kept as A[i] = t0 << 3 | t2 >> 2, B[i] = t1 << 3 | t3 >> 2
+// and, per m < 8, the low two bits of t2[m], t2[m + 8], t3[m], t3[m + 8] in byte H[m] (bits
+// 0-1, 2-3, 4-5, 6-7). Both blocks keep element e's fifth bit at bit e of qh (little endian).
+constexpr size_t kQ5Pair = 40;
+
+template <class Block, uint8_t kXor>
+void q5_pair_pack(const Block& b0, const Block& b1, uint8_t* v) {
+  uint8_t t[4][16];
+  for (int h = 0; h < 2; ++h) {
+    const Block& blk = h == 0 ? b0 : b1;
+    uint32_t qh = 0;
+    std::memcpy(&qh, blk.qh, 4);
+    for (int e = 0; e < 32; ++e) {
+      const int lo = e < 16 ? blk.qs[e] & 15 : blk.qs[e - 16] >> 4;
+      const auto q = static_cast<uint8_t>(lo | static_cast<int>((qh >> e) & 1u) << 4);
+      t[e / 8][8 * h + e % 8] = static_cast<uint8_t>(q ^ kXor);
+    }
+  }
+  for (int i = 0; i < 16; ++i) {
+    v[i] = static_cast<uint8_t>(t[0][i] << 3 | t[2][i] >> 2);
+    v[16 + i] = static_cast<uint8_t>(t[1][i] << 3 | t[3][i] >> 2);
+  }
+  for (int m = 0; m < 8; ++m) {
+    v[32 + m] = static_cast<uint8_t>((t[2][m] & 3) | (t[2][m + 8] & 3) << 2 | (t[3][m] & 3) << 4 | (t[3][m + 8] & 3) << 6);
+  }
+}
+
+// Its inverse for one row of the pair (half 0 or 1): the block's qh and qs.
+template <class Block, uint8_t kXor>
+void q5_pair_unpack(const uint8_t* v, int half, Block* blk) {
+  uint32_t qh = 0;
+  std::memset(blk->qs, 0, sizeof(blk->qs));
+  for (int i = 8 * half; i < 8 * half + 8; ++i) {
+    const int m = i % 8, sh = 2 * half;
+    const int t[4] = {v[i] >> 3, v[16 + i] >> 3, (v[i] & 7) << 2 | (v[32 + m] >> sh & 3),
+                      (v[16 + i] & 7) << 2 | (v[32 + m] >> (4 + sh) & 3)};
+    for (int k = 0; k < 4; ++k) {
+      const int e = 8 * k + m, q = t[k] ^ kXor;
+      blk->qs[e % 16] = static_cast<uint8_t>(blk->qs[e % 16] | (q & 15) << (e < 16 ? 0 : 4));
+      qh |= static_cast<uint32_t>(q >> 4) << e;
+    }
+  }
+  std::memcpy(blk->qh, &qh, 4);
+}
+
+// kFields fp16 fields (d; Q5_1 then m) at the head of the block and of the group block.
+template <class Block, int kFields, uint8_t kXor>
+void repack_q5x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  constexpr size_t kHead = 16 * kFields, kGroupBlock = kHead + 4 * kQ5Pair;
+  static_assert(kGroupBlock == 8 * sizeof(Block));
+  const int64_t nb = n / 32;
+  const auto* in = static_cast<const Block*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t g = 0; g < n_rows / 8; ++g) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* o = out + zgroup_block_offset(g, nb, b, kGroupBlock);
+      for (int r = 0; r < 8; ++r) {
+        const auto* blk = reinterpret_cast<const uint8_t*>(&in[(g * 8 + r) * nb + b]);
+        for (int f = 0; f < kFields; ++f) std::memcpy(o + 16 * f + 2 * r, blk + 2 * f, 2);
+      }
+      for (int p = 0; p < 4; ++p) {
+        q5_pair_pack<Block, kXor>(in[(g * 8 + 2 * p) * nb + b], in[(g * 8 + 2 * p + 1) * nb + b],
+                                  o + kHead + kQ5Pair * static_cast<size_t>(p));
+      }
+    }
+  }
+}
+
+template <class Block, int kFields, uint8_t kXor>
+void dequantize_q5x8z_row(DType t, const void* base, int64_t row, float* dst, int64_t n) {
+  constexpr size_t kHead = 16 * kFields, kGroupBlock = kHead + 4 * kQ5Pair;
+  const int64_t nb = n / 32;
+  const int64_t g = row / 8;
+  const int r = static_cast<int>(row % 8);
+  const auto* in = static_cast<const uint8_t*>(base);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* gb = in + zgroup_block_offset(g, nb, b, kGroupBlock);
+    Block blk;
+    auto* o = reinterpret_cast<uint8_t*>(&blk);
+    for (int f = 0; f < kFields; ++f) std::memcpy(o + 2 * f, gb + 16 * f + 2 * r, 2);
+    q5_pair_unpack<Block, kXor>(gb + kHead + kQ5Pair * static_cast<size_t>(r / 2), r % 2, &blk);
+    quant::dequantize_row_ref(t, &blk, dst + b * 32, 32);
+  }
+}
+
+}  // namespace
+
+void repack_q5_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_q5x8z<quant::BlockQ5_0, 1, 16>(src, dst, n, n_rows);
+}
+void repack_q5_1x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_q5x8z<quant::BlockQ5_1, 2, 0>(src, dst, n, n_rows);
+}
+void dequantize_q5_0x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_q5x8z_row<quant::BlockQ5_0, 1, 16>(DType::Q5_0, base, row, dst, n);
+}
+void dequantize_q5_1x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_q5x8z_row<quant::BlockQ5_1, 2, 0>(DType::Q5_1, base, row, dst, n);
+}
+
+namespace {
+
 bool repack_disabled() {
   const char* env = std::getenv("GENIEX_REPACK");
   return env != nullptr && std::strcmp(env, "0") == 0;

@@ -56,7 +56,17 @@ void dequantize_q8_0x8_row(const void* base, int64_t row, float* dst, int64_t n)
 //     complement of q - 8, so `v << 4` and `v & 0xF0` are 16 (q - 8) as int8. Two
 //     instructions decode 32 weights.
 // Same sizes and row offsets as the 8-row layouts above.
+//   Q5_0x8z (176 bytes) and Q5_1x8z (192 bytes, d then m): per row pair 40 bytes A (16), B (16),
+//     H (8) holding t = q ^ 16 for Q5_0 (the 5-bit two's complement of q - 16), t = q for Q5_1:
+//     A[i] = t(z0[i]) << 3 | t(z2[i]) >> 2, B[i] the same of z1 and z3, H[m] (m < 8) the low
+//     two bits of t(z2[m]), t(z2[8 + m]), t(z3[m]), t(z3[8 + m]) at bits 0, 2, 4, 6. Q5_0's
+//     z0 is `A & 0xF8` (8 (q - 16)), Q5_1's `A >> 3`; z2 and z3 join A's or B's low three bits
+//     and two bits of H (a shift by lane and a shift-and-insert, plus one and).
 void repack_q4_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q5_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q5_1x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void dequantize_q5_0x8z_row(const void* base, int64_t row, float* dst, int64_t n);
+void dequantize_q5_1x8z_row(const void* base, int64_t row, float* dst, int64_t n);
 void repack_q4_1x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
 void repack_q8_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows);
 void dequantize_q4_0x8z_row(const void* base, int64_t row, float* dst, int64_t n);
