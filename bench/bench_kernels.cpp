@@ -126,11 +126,11 @@ void BM_gemm_packed(benchmark::State& state) {
 }
 
 void gemm_packed_args(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (int64_t isa : {0, 1, 2, 3}) {
       for (int64_t cols : {1, 128}) {
         // K-quant rows need n % 256 == 0 (SmolLM2's 576 is not).
-        if (t != DType::Q4_K && t != DType::Q6_K) b->Args({static_cast<int64_t>(t), 1536, 576, cols, isa});  // SmolLM2 ffn up/gate
+        if (t != DType::Q4_K && t != DType::Q5_K && t != DType::Q6_K) b->Args({static_cast<int64_t>(t), 1536, 576, cols, isa});  // SmolLM2 ffn up/gate
         b->Args({static_cast<int64_t>(t), 8192, 2048, cols, isa});  // 1B ffn up/gate
       }
     }

@@ -120,31 +120,36 @@ if [ -n "${GENIEX_MODEL:-}" ] && [ -f "$GENIEX_MODEL" ]; then
   done
   greedy="identical to native x86 on every CPU model"
 
-  # The K-quant layouts (Q4_Kx8z, Q6_Kx8z) and Q5_0x8z: SmolLM2 requantized to Q4_K_M (its
-  # 1536-wide rows are Q4_K or Q6_K, the 576-wide ones fall back to Q5_0 / Q8_0) must run
-  # repacked under -cpu max and give the very logits of the file layout (the kernels are bit for
-  # bit the file-layout i8mm ones): same ids, same smallest margin.
+  # The K-quant and 5-bit layouts: SmolLM2 requantized to Q4_K_M (its 1536-wide rows are Q4_K or
+  # Q6_K, the 576-wide ones fall back to Q5_0 / Q8_0) and to Q5_K_M (Q5_K, Q6_K; Q5_1 / Q8_0)
+  # must run repacked under -cpu max and give the very logits of the file layout (the kernels
+  # are bit for bit the file-layout i8mm ones): same ids, same smallest margin.
   HOST_CLI="$HOST_BUILD/tools/geniex"
   if [ -x "$HOST_CLI" ]; then
-    step "end to end: Q4_K_M, repacked (q4_kx8z, q6_kx8z, q5_0x8z) vs file layout under qemu -cpu max"
-    KM="$BUILD/smollm2-q4_k_m.gguf"
-    "$HOST_CLI" quantize "$GENIEX_MODEL" "$KM" q4_k_m --force >"$BUILD/quantize.log" 2>&1 \
-      || fail "geniex quantize to q4_k_m: $(tail -5 "$BUILD/quantize.log")"
-    qemu max "$T/greedy_ids" "$KM" "$N_GEN" 2 "${PROMPT[@]}" >"$BUILD/greedy.km" \
-      || fail "greedy_ids on Q4_K_M: $(cat "$BUILD/greedy.km")"
-    GENIEX_REPACK=0 qemu max "$T/greedy_ids" "$KM" "$N_GEN" 2 "${PROMPT[@]}" >"$BUILD/greedy.km0" \
-      || fail "greedy_ids on Q4_K_M, GENIEX_REPACK=0: $(cat "$BUILD/greedy.km0")"
-    for layout in q4_kx8z q6_kx8z q5_0x8z; do
-      grep -q "^packed: .*$layout x" "$BUILD/greedy.km" || fail "no $layout weights under -cpu max: $(grep '^packed' "$BUILD/greedy.km")"
-    done
-    ! grep -q 'x8z' "$BUILD/greedy.km0" || fail "GENIEX_REPACK=0 still repacked: $(grep '^packed' "$BUILD/greedy.km0")"
-    km="$(grep -E '^(ids|min_margin):' "$BUILD/greedy.km")"
-    km0="$(grep -E '^(ids|min_margin):' "$BUILD/greedy.km0")"
-    echo "Q4_K_M repacked ($(grep '^packed' "$BUILD/greedy.km")): $(echo $km)"
-    [ "$km" = "$km0" ] || fail "Q4_K_M: repacked and file-layout runs differ
+    for mix in "q4_k_m:q4_kx8z q6_kx8z q5_0x8z" "q5_k_m:q5_kx8z q6_kx8z q5_1x8z"; do
+      name="${mix%%:*}"
+      layouts="${mix#*:}"
+      step "end to end: ${name^^}, repacked ($layouts) vs file layout under qemu -cpu max"
+      KM="$BUILD/smollm2-$name.gguf"
+      "$HOST_CLI" quantize "$GENIEX_MODEL" "$KM" "$name" --force >"$BUILD/quantize.log" 2>&1 \
+        || fail "geniex quantize to $name: $(tail -5 "$BUILD/quantize.log")"
+      qemu max "$T/greedy_ids" "$KM" "$N_GEN" 2 "${PROMPT[@]}" >"$BUILD/greedy.$name" \
+        || fail "greedy_ids on $name: $(cat "$BUILD/greedy.$name")"
+      GENIEX_REPACK=0 qemu max "$T/greedy_ids" "$KM" "$N_GEN" 2 "${PROMPT[@]}" >"$BUILD/greedy.$name.0" \
+        || fail "greedy_ids on $name, GENIEX_REPACK=0: $(cat "$BUILD/greedy.$name.0")"
+      for layout in $layouts; do
+        grep -q "^packed: .*$layout x" "$BUILD/greedy.$name" \
+          || fail "no $layout weights in $name under -cpu max: $(grep '^packed' "$BUILD/greedy.$name")"
+      done
+      ! grep -q 'x8z' "$BUILD/greedy.$name.0" || fail "GENIEX_REPACK=0 still repacked: $(grep '^packed' "$BUILD/greedy.$name.0")"
+      km="$(grep -E '^(ids|min_margin):' "$BUILD/greedy.$name")"
+      km0="$(grep -E '^(ids|min_margin):' "$BUILD/greedy.$name.0")"
+      echo "${name^^} repacked ($(grep '^packed' "$BUILD/greedy.$name")): $(echo $km)"
+      [ "$km" = "$km0" ] || fail "$name: repacked and file-layout runs differ
   repacked:    $(echo $km)
   file layout: $(echo $km0)"
-    greedy+="; Q4_K_M repacked = file layout"
+      greedy+="; ${name^^} repacked = file layout"
+    done
   fi
 fi
 

@@ -24,7 +24,7 @@ namespace {
 
 enum class Fill { Quantized, RandomBytes, Extreme };
 
-// n_rows rows of k elements of type t (Q4_K or Q6_K).
+// n_rows rows of k elements of type t (Q4_K, Q5_K or Q6_K).
 std::vector<uint8_t> make_weights(DType t, int64_t k, int64_t n_rows, Fill fill, std::mt19937& rng) {
   const size_t wrow = static_cast<size_t>(row_bytes(t, k));
   std::vector<uint8_t> w(wrow * static_cast<size_t>(n_rows));
@@ -43,7 +43,17 @@ std::vector<uint8_t> make_weights(DType t, int64_t k, int64_t n_rows, Fill fill,
     for (size_t i = 0; i < wrow; ++i) row[i] = static_cast<uint8_t>(byte(rng));
     const bool extreme = fill == Fill::Extreme;
     for (int64_t b = 0; b < k / 256; ++b) {
-      if (t == DType::Q4_K) {
+      if (t == DType::Q5_K) {
+        auto* blk = reinterpret_cast<quant::BlockQ5_K*>(row) + b;
+        blk->d = f32_to_fp16(extreme ? 65504.0f : ud(rng));
+        blk->dmin = f32_to_fp16(extreme ? 65504.0f : ud(rng));
+        if (extreme) {
+          // Every 6-bit scale and min 63; quants all 31 (or all 0 on odd rows).
+          std::memset(blk->scales, 0xff, sizeof(blk->scales));
+          std::memset(blk->qs, r % 2 == 0 ? 0xff : 0x00, sizeof(blk->qs));
+          std::memset(blk->qh, r % 2 == 0 ? 0xff : 0x00, sizeof(blk->qh));
+        }
+      } else if (t == DType::Q4_K) {
         auto* blk = reinterpret_cast<quant::BlockQ4_K*>(row) + b;
         blk->d = f32_to_fp16(extreme ? 65504.0f : ud(rng));
         blk->dmin = f32_to_fp16(extreme ? 65504.0f : ud(rng));
@@ -185,6 +195,9 @@ void check_packed_k(DType t, Fill fill) {
 TEST(Avx2PackedK, Q4_KQuantized) { check_packed_k(DType::Q4_K, Fill::Quantized); }
 TEST(Avx2PackedK, Q4_KRandomBytes) { check_packed_k(DType::Q4_K, Fill::RandomBytes); }
 TEST(Avx2PackedK, Q4_KExtreme) { check_packed_k(DType::Q4_K, Fill::Extreme); }
+TEST(Avx2PackedK, Q5_KQuantized) { check_packed_k(DType::Q5_K, Fill::Quantized); }
+TEST(Avx2PackedK, Q5_KRandomBytes) { check_packed_k(DType::Q5_K, Fill::RandomBytes); }
+TEST(Avx2PackedK, Q5_KExtreme) { check_packed_k(DType::Q5_K, Fill::Extreme); }
 TEST(Avx2PackedK, Q6_KQuantized) { check_packed_k(DType::Q6_K, Fill::Quantized); }
 TEST(Avx2PackedK, Q6_KRandomBytes) { check_packed_k(DType::Q6_K, Fill::RandomBytes); }
 TEST(Avx2PackedK, Q6_KExtreme) { check_packed_k(DType::Q6_K, Fill::Extreme); }
@@ -198,6 +211,7 @@ TEST(Avx2PackedK, Selection) {
   ::unsetenv("GENIEX_REPACK");
   const cpu::PackedKernels* q4 = cpu::packed_kernels_for(DType::Q4_K, 2048, 64);
   const cpu::PackedKernels* q6 = cpu::packed_kernels_for(DType::Q6_K, 2048, 64);
+  const cpu::PackedKernels* q5 = cpu::packed_kernels_for(DType::Q5_K, 2048, 64);
   const cpu::PackedKernels* odd = cpu::packed_kernels_for(DType::Q4_K, 2048, 60);
   ::setenv("GENIEX_REPACK", "0", 1);
   const cpu::PackedKernels* off = cpu::packed_kernels_for(DType::Q4_K, 2048, 64);
@@ -210,6 +224,8 @@ TEST(Avx2PackedK, Selection) {
   ASSERT_NE(q6, nullptr);
   EXPECT_STREQ(q4->name, "q4_kx8");
   EXPECT_STREQ(q6->name, "q6_kx8");
+  ASSERT_NE(q5, nullptr);
+  EXPECT_STREQ(q5->name, "q5_kx8");
   EXPECT_EQ(odd, nullptr);
   EXPECT_EQ(off, nullptr);
 }

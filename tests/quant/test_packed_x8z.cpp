@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernels.hpp"
@@ -30,9 +31,9 @@ Rows random_rows(DType t, int64_t k, int64_t rows, std::mt19937& rng) {
   r.w.resize(r.row_bytes * static_cast<size_t>(rows));
   std::vector<float> f(static_cast<size_t>(k));
   for (int64_t i = 0; i < rows; ++i) {
-    const float shift = t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K ? nd(rng) : 0.0f;  // asymmetric rows exercise the mins
+    const float shift = t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K ? nd(rng) : 0.0f;  // asymmetric rows exercise the mins
     for (float& v : f) v = nd(rng) + shift;
-    if (t == DType::Q4_K || t == DType::Q6_K) {  // sub-blocks of different spread and offset exercise the scales and mins
+    if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) {  // sub-blocks of different spread and offset exercise the scales and mins
       for (size_t e = 0; e < f.size(); ++e) f[e] = f[e] * (0.25f + static_cast<float>((e / 32) % 5)) + static_cast<float>((e / 32) % 3);
     }
     quant::quantize_row_ref(t, f.data(), r.w.data() + static_cast<size_t>(i) * r.row_bytes, k);
@@ -65,13 +66,14 @@ int quant_of(DType t, const Rows& r, int64_t row, int64_t b, int i) {
   return t == DType::Q4_1 ? q : q - 8;
 }
 
-bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q6_K; }
+bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 using RepackFn = void (*)(const void*, void*, int64_t, int64_t);
 using RowFn = void (*)(const void*, int64_t, float*, int64_t);
 RepackFn repack_of(DType t) {
   if (t == DType::Q4_K) return cpu::repack_q4_kx8z;
   if (t == DType::Q6_K) return cpu::repack_q6_kx8z;
+  if (t == DType::Q5_K) return cpu::repack_q5_kx8z;
   if (t == DType::Q5_0) return cpu::repack_q5_0x8z;
   if (t == DType::Q5_1) return cpu::repack_q5_1x8z;
   return t == DType::Q4_0 ? cpu::repack_q4_0x8z : t == DType::Q4_1 ? cpu::repack_q4_1x8z : cpu::repack_q8_0x8z;
@@ -79,6 +81,7 @@ RepackFn repack_of(DType t) {
 RowFn row_of(DType t) {
   if (t == DType::Q4_K) return cpu::dequantize_q4_kx8z_row;
   if (t == DType::Q6_K) return cpu::dequantize_q6_kx8z_row;
+  if (t == DType::Q5_K) return cpu::dequantize_q5_kx8z_row;
   if (t == DType::Q5_0) return cpu::dequantize_q5_0x8z_row;
   if (t == DType::Q5_1) return cpu::dequantize_q5_1x8z_row;
   return t == DType::Q4_0   ? cpu::dequantize_q4_0x8z_row
@@ -146,19 +149,23 @@ TEST(PackedX8z, LayoutIsTheDocumentedSmmlaOperands) {
 
 // Q4_Kx8z: per group block the 8 rows' d and dmin, the 6-bit scales S and mins M of row pair p
 // as 16-byte SMMLA operands after `nibbles | (high bits << 4)`, and per row pair and sub-block j
-// the operands z_k (row 2p's elements 32j + 8k .., then row 2p+1's) as nibbles.
-TEST(PackedX8z, Q4_KLayoutIsTheDocumentedOperands) {
+// the operands z_k (row 2p's elements 32j + 8k .., then row 2p+1's) as nibbles. Q5_Kx8z: the
+// same, then per row pair and sub-block 8 bytes whose bit 2k + h of byte m is the fifth bit of
+// z_k's lane 8h + m, which the kernels select into bit 4.
+template <class Block>
+void check_q45_kz_layout(DType t, RepackFn repack) {
+  constexpr bool kFifth = std::is_same_v<Block, quant::BlockQ5_K>;
   std::mt19937 rng(5);
   const int64_t k = 512, n_rows = 16, nsb = k / 256;
-  const Rows r = random_rows(DType::Q4_K, k, n_rows, rng);
+  const Rows r = random_rows(t, k, n_rows, rng);
   std::vector<uint8_t> z(r.w.size());
-  cpu::repack_q4_kx8z(r.w.data(), z.data(), k, n_rows);
-  const size_t group_block = 8 * sizeof(quant::BlockQ4_K);
+  repack(r.w.data(), z.data(), k, n_rows);
+  const size_t group_block = 8 * sizeof(Block);
   for (int64_t g = 0; g < n_rows / 8; ++g) {
     for (int64_t b = 0; b < nsb; ++b) {
       const uint8_t* gb = z.data() + static_cast<size_t>(g * nsb + b) * group_block;
       for (int row = 0; row < 8; ++row) {
-        const auto& src = reinterpret_cast<const quant::BlockQ4_K*>(r.w.data() + static_cast<size_t>(g * 8 + row) * r.row_bytes)[b];
+        const auto& src = reinterpret_cast<const Block*>(r.w.data() + static_cast<size_t>(g * 8 + row) * r.row_bytes)[b];
         ASSERT_EQ(std::memcmp(gb + 2 * row, &src.d, 2), 0);
         ASSERT_EQ(std::memcmp(gb + 16 + 2 * row, &src.dmin, 2), 0);
         const int p = row / 2, h = row % 2;
@@ -174,17 +181,29 @@ TEST(PackedX8z, Q4_KLayoutIsTheDocumentedOperands) {
           ASSERT_EQ(got_mn, mn) << "row " << row << " sub-block " << j;
           for (int kk = 0; kk < 4; ++kk) {
             for (int e = 0; e < 8; ++e) {
-              const int t = 32 * j + 8 * kk + e;  // element of the super-block
-              const uint8_t fb = src.qs[32 * (t / 64) + t % 32];
-              const int want = (t / 32) % 2 == 0 ? fb & 15 : fb >> 4;
+              const int el = 32 * j + 8 * kk + e;  // element of the super-block
+              const uint8_t fb = src.qs[32 * (el / 64) + el % 32];
+              int want = (el / 32) % 2 == 0 ? fb & 15 : fb >> 4;
               const uint8_t byte = gb[128 + 256 * p + 32 * j + 16 * (kk / 2) + 8 * h + e];
-              ASSERT_EQ(kk % 2 == 0 ? byte & 15 : byte >> 4, want) << "row " << row << " element " << t;
+              int got = kk % 2 == 0 ? byte & 15 : byte >> 4;
+              if constexpr (kFifth) {  // GGUF: element 32 j + l's fifth bit is bit j of qh[l]
+                want |= ((src.qh[el % 32] >> j) & 1) << 4;
+                got |= ((gb[1152 + 64 * p + 8 * j + e] >> (2 * kk + h)) & 1) << 4;
+              }
+              ASSERT_EQ(got, want) << dtype_name(t) << " row " << row << " element " << el;
             }
           }
         }
       }
     }
   }
+}
+
+TEST(PackedX8z, Q4_KLayoutIsTheDocumentedOperands) {
+  check_q45_kz_layout<quant::BlockQ4_K>(DType::Q4_K, cpu::repack_q4_kx8z);
+}
+TEST(PackedX8z, Q5_KLayoutIsTheDocumentedOperands) {
+  check_q45_kz_layout<quant::BlockQ5_K>(DType::Q5_K, cpu::repack_q5_kx8z);
 }
 
 // Q6_Kx8z: the 8 rows' d, each row pair's int8 scales (groups 0-7 of both rows, then 8-15), and per row pair and 32 elements the
@@ -223,7 +242,7 @@ TEST(PackedX8z, Q6_KLayoutIsTheDocumentedOperands) {
 
 TEST(PackedX8z, RowsReadBackExactly) {
   std::mt19937 rng(11);
-  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q6_K}) {
+  for (const DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (const int64_t k : {256, 576, 2048}) {
       if (k % (is_k_quant(t) ? 256 : 32) != 0) continue;
       const int64_t n_rows = 24;
@@ -291,6 +310,7 @@ void check_i8mm_packed(DType t) {
 TEST(PackedX8z, Q4_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_0); }
 TEST(PackedX8z, Q4_KI8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_K); }
 TEST(PackedX8z, Q6_KI8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q6_K); }
+TEST(PackedX8z, Q5_KI8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q5_K); }
 TEST(PackedX8z, Q4_1I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q4_1); }
 TEST(PackedX8z, Q8_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q8_0); }
 TEST(PackedX8z, Q5_0I8mmMatchesTheFileLayoutKernels) { check_i8mm_packed(DType::Q5_0); }

@@ -5,9 +5,10 @@
 // rows (K-quants) and runs it against 4 column pairs (2 for the types with a min term), whose
 // zipped activation blocks are prepared once per call; single tokens and the odd row or column
 // left over use the SDOT bodies of kernels_neon_impl.hpp. Each 2x2 tile's arithmetic does not
-// depend on the tiling (exact int32 sums, then one fma per block in block order). Q4_0, Q4_1
-// and Q8_0 weights repacked at load (the x8z layouts) run the kernels of the section below,
-// Q4_K and Q6_K ones (Q4_Kx8z, Q6_Kx8z) those of the section after it, all with these bits.
+// depend on the tiling (exact int32 sums, then one fma per block in block order). Q4_0, Q4_1,
+// Q5_0, Q5_1 and Q8_0 weights repacked at load (the x8z layouts) run the kernels of the section
+// below, Q4_K, Q5_K and Q6_K ones (Q4_Kx8z, Q5_Kx8z, Q6_Kx8z) those of the section after it,
+// all with these bits.
 // Compiled with -march=armv8.2-a+dotprod+i8mm; called only after a run-time HWCAP2 check.
 #define GENIEX_NEON_SDOT 1
 #include "backends/cpu/kernels_neon_impl.hpp"
@@ -398,7 +399,7 @@ __attribute__((noinline)) void zcol(int64_t nb, const uint8_t* g, const uint8_t*
 }
 
 
-// ---- Q4_Kx8z (packed.hpp, packed_k.cpp): K-quant weights repacked at load as operands ---------
+// ---- Q4_Kx8z, Q5_Kx8z (packed.hpp, packed_k.cpp): K-quant weights repacked at load as operands -
 // The file-layout K tile below unpacks, zips and gathers the scales of each row pair's
 // super-block per tile (11 instructions per SMMLA). Here the quants come as nibbles that
 // `v & 15` / `v >> 4` turn into USMMLA operands (unsigned weights, signed activations), each row
@@ -409,6 +410,11 @@ __attribute__((noinline)) void zcol(int64_t nb, const uint8_t* g, const uint8_t*
 // tile_k45_dot, so the bits are those of the file layout's kernels.
 
 constexpr size_t kQ4KZGroupBlock = 1152;
+// Q5_Kx8z: the same fields, then per row pair p and sub-block j 8 bytes of fifth bits at
+// kQ5KZBits + 64 p + 8 j (packed_k.cpp); the tiles and columns take kFifth to read them.
+constexpr size_t kQ5KZGroupBlock = 1408, kQ5KZBits = 1152;
+template <bool kFifth>
+constexpr size_t kKZGroupBlock = kFifth ? kQ5KZGroupBlock : kQ4KZGroupBlock;
 
 // One activation column pair's Q8_K super-block, prepared once per call: the 32 SMMLA operands
 // (sub-block j, operand k at 4j + k), the sums of the 8 sub-blocks of 32 split as 64 h + l
@@ -478,18 +484,38 @@ inline void k4z_operands(const uint8_t* v, uint8x16_t* z) {
   z[3] = vshrq_n_u8(v1, 4);
 }
 
+// Q5_K: the nibbles above plus each operand's fifth bits (bits 2k, 2k + 1 of the 8 bytes at fb,
+// lanes 0-7 and 8-15) shifted to bit 4 and selected in: 0..31, still unsigned.
+template <bool kFifth>
+inline void kz_operands(const uint8_t* v, const uint8_t* fb, uint8x16_t* z) {
+  k4z_operands(v, z);
+  if constexpr (kFifth) {
+    alignas(16) static constexpr int8_t kShift[4][16] = {
+        {4, 4, 4, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 3, 3, 3},
+        {2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1},
+        {0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1},
+        {-2, -2, -2, -2, -2, -2, -2, -2, -3, -3, -3, -3, -3, -3, -3, -3}};
+    uint64_t h64 = 0;
+    std::memcpy(&h64, fb, 8);
+    const uint8x16_t h = vreinterpretq_u8_u64(vdupq_n_u64(h64));
+    const uint8x16_t bit4 = vdupq_n_u8(0x10);
+    for (int k = 0; k < 4; ++k) z[k] = vbslq_u8(bit4, vshlq_u8(h, vld1q_s8(kShift[k])), z[k]);
+  }
+}
+
 // Rows 2 p0 .. 2 p0 + 3 of one 8-row group (p0 = 0 or 2) x CP prepared column pairs.
-template <int CP>
+template <bool kFifth, int CP>
 __attribute__((noinline)) void ktile_q4_kz(int64_t nsb, const uint8_t* g, int p0, const KPairBlock* pb, float* out,
                                            int64_t os) {
+  constexpr size_t kGB = kKZGroupBlock<kFifth>;
   float32x4_t acc[2][CP], macc[2][CP];
   for (int p = 0; p < 2; ++p) {
     for (int q = 0; q < CP; ++q) acc[p][q] = macc[p][q] = vdupq_n_f32(0.0f);
   }
   const uint8x16_t step = vld1q_u8(kScaleStep);
   for (int64_t i = 0; i < nsb; ++i) {
-    const uint8_t* gb = g + static_cast<size_t>(i) * kQ4KZGroupBlock;
-    __builtin_prefetch(gb + 2 * kQ4KZGroupBlock);
+    const uint8_t* gb = g + static_cast<size_t>(i) * kGB;
+    __builtin_prefetch(gb + 2 * kGB);
     uint8x16_t sc[2], mn[2];
     k4z_fields(gb, p0 / 2, sc, mn);
     int32x4_t sumi[2][CP];
@@ -500,8 +526,9 @@ __attribute__((noinline)) void ktile_q4_kz(int64_t nsb, const uint8_t* g, int p0
     const uint8_t* qz = gb + 128 + 256 * static_cast<size_t>(p0);
     for (int j = 0; j < 8; ++j) {
       uint8x16_t wz[2][4];
-      k4z_operands(qz + 32 * j, wz[0]);
-      k4z_operands(qz + 256 + 32 * j, wz[1]);
+      const uint8_t* fb = gb + kQ5KZBits + 64 * static_cast<size_t>(p0) + 8 * static_cast<size_t>(j);
+      kz_operands<kFifth>(qz + 32 * j, fb, wz[0]);
+      kz_operands<kFifth>(qz + 256 + 32 * j, fb + 64, wz[1]);
       const int32x4_t sv[2] = {vreinterpretq_s32_u8(vqtbl1q_u8(sc[0], idx)), vreinterpretq_s32_u8(vqtbl1q_u8(sc[1], idx))};
       idx = vaddq_u8(idx, step);
       for (int q = 0; q < CP; ++q) {
@@ -537,13 +564,15 @@ __attribute__((noinline)) void ktile_q4_kz(int64_t nsb, const uint8_t* g, int p0
 // The 8 rows of one group x one Q8_K column (a single token, or the odd last column), with
 // USDOT as zcol does: lanes (row 0, row 0, row 1, row 1) of each pair, scaled per sub-block, and
 // pairwise adds for the 8 rows; the min term with SDOT against the column's split sums.
+template <bool kFifth>
 __attribute__((noinline)) void kcol_q4_kz(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) {
+  constexpr size_t kGB = kKZGroupBlock<kFifth>;
   float32x4_t acc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
   float32x4_t macc[2] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
   const uint8x16_t step = vld1q_u8(kScaleStep);
   for (int64_t i = 0; i < nsb; ++i) {
-    const uint8_t* gb = g + static_cast<size_t>(i) * kQ4KZGroupBlock;
-    __builtin_prefetch(gb + 4 * kQ4KZGroupBlock);
+    const uint8_t* gb = g + static_cast<size_t>(i) * kGB;
+    __builtin_prefetch(gb + 4 * kGB);
     const BlockQ8_K& y = reinterpret_cast<const BlockQ8_K*>(a)[i];
     uint8x16_t sc[4], mn[4];
     k4z_fields(gb, 0, sc, mn);
@@ -555,7 +584,7 @@ __attribute__((noinline)) void kcol_q4_kz(int64_t nsb, const uint8_t* g, const u
       dup_pieces(vld1q_s8(y.qs + 32 * j), vld1q_s8(y.qs + 32 * j + 16), u);
       for (int p = 0; p < 4; ++p) {
         uint8x16_t z[4];
-        k4z_operands(gb + 128 + 256 * p + 32 * j, z);
+        kz_operands<kFifth>(gb + 128 + 256 * p + 32 * j, gb + kQ5KZBits + 64 * p + 8 * j, z);
         int32x4_t s = vusdotq_s32(vdupq_n_s32(0), z[0], u[0]);
         s = vusdotq_s32(s, z[1], u[1]);
         s = vusdotq_s32(s, z[2], u[2]);
@@ -728,15 +757,16 @@ struct KLayoutBase {
   using Pair = KPairBlock;
   static constexpr int kPairs = 4;
 };
+template <bool kFifth>  // Q5_K: Q4_K's layout plus the fifth bits
 struct KZQ4_K : KLayoutBase {
   static void prepare(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, Pair* out) {
     prepare_kpairs(a, as, n_pairs, nsb, out, 1.0f);
   }
   template <int CP>
   static void tile(int64_t nsb, const uint8_t* g, int p0, const Pair* pb, float* out, int64_t os) {
-    ktile_q4_kz<CP>(nsb, g, p0, pb, out, os);
+    ktile_q4_kz<kFifth, CP>(nsb, g, p0, pb, out, os);
   }
-  static void col(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) { kcol_q4_kz(nsb, g, a, out); }
+  static void col(int64_t nsb, const uint8_t* g, const uint8_t* a, float* out) { kcol_q4_kz<kFifth>(nsb, g, a, out); }
 };
 struct KZQ6_K : KLayoutBase {
   static void prepare(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nsb, Pair* out) {
@@ -805,7 +835,8 @@ const PackedKernels kZQ4_1{"q4_1x8z", &gemm_packed<ZLayout<ZQ4_1>>, &dequantize_
 const PackedKernels kZQ5_0{"q5_0x8z", &gemm_packed<ZLayout<ZQ5_0>>, &dequantize_q5_0x8z_row, &repack_q5_0x8z};
 const PackedKernels kZQ5_1{"q5_1x8z", &gemm_packed<ZLayout<ZQ5_1>>, &dequantize_q5_1x8z_row, &repack_q5_1x8z};
 const PackedKernels kZQ8_0{"q8_0x8z", &gemm_packed<ZLayout<ZQ8_0>>, &dequantize_q8_0x8z_row, &repack_q8_0x8z};
-const PackedKernels kZQ4_K{"q4_kx8z", &gemm_packed<KZQ4_K>, &dequantize_q4_kx8z_row, &repack_q4_kx8z};
+const PackedKernels kZQ4_K{"q4_kx8z", &gemm_packed<KZQ4_K<false>>, &dequantize_q4_kx8z_row, &repack_q4_kx8z};
+const PackedKernels kZQ5_K{"q5_kx8z", &gemm_packed<KZQ4_K<true>>, &dequantize_q5_kx8z_row, &repack_q5_kx8z};
 const PackedKernels kZQ6_K{"q6_kx8z", &gemm_packed<KZQ6_K>, &dequantize_q6_kx8z_row, &repack_q6_kx8z};
 
 // ---- K-quants: 2 rows x 2 columns per SMMLA tile ----------------------------------------------
@@ -984,6 +1015,7 @@ const PackedKernels* packed_kernels(DType t) {
   if (t == DType::Q5_1) return &kZQ5_1;
   if (t == DType::Q8_0) return &kZQ8_0;
   if (t == DType::Q4_K) return &kZQ4_K;
+  if (t == DType::Q5_K) return &kZQ5_K;
   if (t == DType::Q6_K) return &kZQ6_K;
   return nullptr;
 }

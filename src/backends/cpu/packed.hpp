@@ -76,9 +76,12 @@ void dequantize_q8_0x8z_row(const void* base, int64_t row, float* dst, int64_t n
 // K-quant layouts (packed_k.cpp), per group of 8 rows and 256-element super-block, each
 // row's fields in 4-byte chunks, chunk k of the 8 rows together (32 bytes, row r at 4r):
 //   Q4_Kx8 (1152 bytes): 8 fp16 d, 8 fp16 dmin, 3 chunks of scale bytes, 32 chunks of quants;
+//   Q5_Kx8 (1408 bytes): Q4_Kx8's fields, then 8 chunks of qh;
 //   Q6_Kx8 (1680 bytes): 8 fp16 d, 4 chunks of scales, 32 chunks of ql, 16 chunks of qh.
 void repack_q4_kx8(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q5_kx8(const void* src, void* dst, int64_t n, int64_t n_rows);
 void repack_q6_kx8(const void* src, void* dst, int64_t n, int64_t n_rows);
+void dequantize_q5_kx8_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q4_kx8_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q6_kx8_row(const void* base, int64_t row, float* dst, int64_t n);
 
@@ -87,11 +90,15 @@ void dequantize_q6_kx8_row(const void* base, int64_t row, float* dst, int64_t n)
 //   Q4_Kx8z (1152 bytes): the 8 rows' d and dmin, their 6-bit sub-block scales and mins as one
 //     SMMLA operand per row pair, and the quants as nibbles that `v & 15` / `v >> 4` turn into
 //     USMMLA operands;
+//   Q5_Kx8z (1408 bytes): Q4_Kx8z's fields, then the fifth bits, 8 bytes per row pair and
+//     sub-block that a shift by lane and a bit select put into bit 4 of the nibbles;
 //   Q6_Kx8z (1680 bytes): the 8 rows' d, each row pair's scales per half super-block (a
 //     16-byte TBL table each), and per row pair and 32 elements the four SMMLA operands as low
 //     nibbles and top bit pairs (a shift and an insert per operand give 4 (q - 32)).
 void repack_q4_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void repack_q5_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows);
 void repack_q6_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows);
+void dequantize_q5_kx8z_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q4_kx8z_row(const void* base, int64_t row, float* dst, int64_t n);
 void dequantize_q6_kx8z_row(const void* base, int64_t row, float* dst, int64_t n);
 

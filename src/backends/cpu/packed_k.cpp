@@ -1,5 +1,5 @@
-// Portable parts of the packed K-quant layouts (Q4_Kx8, Q6_Kx8, and AArch64's Q4_Kx8z, Q6_Kx8z;
-// see packed.hpp): repacking and row dequantization. The kernels are per ISA
+// Portable parts of the packed K-quant layouts (Q4_Kx8, Q5_Kx8, Q6_Kx8, and AArch64's Q4_Kx8z, Q5_Kx8z,
+// Q6_Kx8z; see packed.hpp): repacking and row dequantization. The kernels are per ISA
 // (packed_k_tiles_avx2.cpp, kernels_neon_i8mm.cpp).
 //
 // Each layout rearranges the bits of 8 rows' super-blocks (the x8 layouts move whole bytes, the
@@ -32,18 +32,36 @@ constexpr size_t chunk_off(size_t k, int r) { return 32 * k + 4 * static_cast<si
 constexpr size_t kQ4KGroupBlock = 8 * sizeof(quant::BlockQ4_K);
 static_assert(kQ4KGroupBlock == 1152);
 
-void q4_k_to_group(const quant::BlockQ4_K& b, int r, uint8_t* o) {
+template <class Block>
+void q4_k_to_group(const Block& b, int r, uint8_t* o) {
   std::memcpy(o + 2 * r, &b.d, 2);
   std::memcpy(o + 16 + 2 * r, &b.dmin, 2);
   for (size_t k = 0; k < 3; ++k) std::memcpy(o + 32 + chunk_off(k, r), b.scales + 4 * k, 4);
   for (size_t k = 0; k < 32; ++k) std::memcpy(o + 128 + chunk_off(k, r), b.qs + 4 * k, 4);
 }
 
-void q4_k_from_group(const uint8_t* o, int r, quant::BlockQ4_K* b) {
+template <class Block>
+void q4_k_from_group(const uint8_t* o, int r, Block* b) {
   std::memcpy(&b->d, o + 2 * r, 2);
   std::memcpy(&b->dmin, o + 16 + 2 * r, 2);
   for (size_t k = 0; k < 3; ++k) std::memcpy(b->scales + 4 * k, o + 32 + chunk_off(k, r), 4);
   for (size_t k = 0; k < 32; ++k) std::memcpy(b->qs + 4 * k, o + 128 + chunk_off(k, r), 4);
+}
+
+// Q5_Kx8 group block (1408 bytes = 8 x 176): Q4_Kx8's fields of the block's d, dmin, scales and
+// qs (the low nibbles), then
+//   1152  qh       the 32 fifth-bit bytes of each row as 8 chunks
+constexpr size_t kQ5KGroupBlock = 8 * sizeof(quant::BlockQ5_K);
+static_assert(kQ5KGroupBlock == 1408);
+
+void q5_k_to_group(const quant::BlockQ5_K& b, int r, uint8_t* o) {
+  q4_k_to_group(b, r, o);
+  for (size_t k = 0; k < 8; ++k) std::memcpy(o + 1152 + chunk_off(k, r), b.qh + 4 * k, 4);
+}
+
+void q5_k_from_group(const uint8_t* o, int r, quant::BlockQ5_K* b) {
+  q4_k_from_group(o, r, b);
+  for (size_t k = 0; k < 8; ++k) std::memcpy(b->qh + 4 * k, o + 1152 + chunk_off(k, r), 4);
 }
 
 // Q6_Kx8 group block (1680 bytes = 8 x 210):
@@ -81,7 +99,18 @@ void q6_k_from_group(const uint8_t* o, int r, quant::BlockQ6_K* b) {
 //         byte i of the first 16 holding z0[i] (low) and z1[i] (high), of the second z2 and z3.
 // So 16 bytes of S (or M) are one row pair's fields as an SMMLA operand (row 2p's 8 sub-blocks,
 // then row 2p+1's), and each 16 quant bytes give two operands by `v & 15` and `v >> 4`.
-void q4_kz_to_group(const quant::BlockQ4_K& b, int r, uint8_t* o) {
+// Q5_Kx8z group block (1408 bytes): the Q4_Kx8z fields above of the block's d, dmin, scales
+// and low nibbles, then
+//   1152  fifth bits, 8 bytes per row pair p and sub-block j at 1152 + 64 p + 8 j: byte m holds
+//         the fifth bit of operand z_k's lane m (row 2p's element 32j + 8k + m) at bit 2k and of
+//         its lane 8 + m (row 2p+1's) at bit 2k + 1.
+// Those 8 bytes duplicated to 16, shifted by lane and selected into bit 4 of the nibbles give
+// the four unsigned operands.
+constexpr size_t kQ5KZGroupBlock = 8 * sizeof(quant::BlockQ5_K);
+static_assert(kQ5KZGroupBlock == 1408);
+
+template <class Block>
+void q4_kz_to_group(const Block& b, int r, uint8_t* o) {
   const int p = r / 2, h = r % 2;
   // The rows OR their scale and min bits into bytes they share; repack_k calls rows 0..7 in order.
   if (r == 0) std::memset(o + 32, 0, 96);
@@ -111,7 +140,8 @@ void q4_kz_to_group(const quant::BlockQ4_K& b, int r, uint8_t* o) {
   }
 }
 
-void q4_kz_from_group(const uint8_t* o, int r, quant::BlockQ4_K* b) {
+template <class Block>
+void q4_kz_from_group(const uint8_t* o, int r, Block* b) {
   const int p = r / 2, h = r % 2;
   std::memcpy(&b->d, o + 2 * r, 2);
   std::memcpy(&b->dmin, o + 16 + 2 * r, 2);
@@ -142,6 +172,35 @@ void q4_kz_from_group(const uint8_t* o, int r, quant::BlockQ4_K* b) {
           lo = static_cast<uint8_t>(lo | (v << 4));
           hi = static_cast<uint8_t>(hi | (v & 0xF0));
         }
+      }
+    }
+  }
+}
+
+// Element e = 32 j + l's fifth bit is bit j of qh[l] in the file.
+void q5_kz_to_group(const quant::BlockQ5_K& b, int r, uint8_t* o) {
+  q4_kz_to_group(b, r, o);
+  const int p = r / 2, h = r % 2;
+  if (r == 0) std::memset(o + 1152, 0, 256);
+  for (int j = 0; j < 8; ++j) {
+    uint8_t* dst = o + 1152 + 64 * p + 8 * j;
+    for (int k = 0; k < 4; ++k) {
+      for (int m = 0; m < 8; ++m) {
+        dst[m] = static_cast<uint8_t>(dst[m] | ((b.qh[8 * k + m] >> j) & 1) << (2 * k + h));
+      }
+    }
+  }
+}
+
+void q5_kz_from_group(const uint8_t* o, int r, quant::BlockQ5_K* b) {
+  q4_kz_from_group(o, r, b);
+  const int p = r / 2, h = r % 2;
+  std::memset(b->qh, 0, sizeof(b->qh));
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t* src = o + 1152 + 64 * p + 8 * j;
+    for (int k = 0; k < 4; ++k) {
+      for (int m = 0; m < 8; ++m) {
+        b->qh[8 * k + m] = static_cast<uint8_t>(b->qh[8 * k + m] | ((src[m] >> (2 * k + h)) & 1) << j);
       }
     }
   }
@@ -247,16 +306,29 @@ void dequantize_k_row(DType t, const void* base, int64_t row, float* dst, int64_
 }  // namespace
 
 void repack_q4_kx8(const void* src, void* dst, int64_t n, int64_t n_rows) {
-  repack_k<quant::BlockQ4_K, kQ4KGroupBlock, &q4_k_to_group>(src, dst, n, n_rows);
+  repack_k<quant::BlockQ4_K, kQ4KGroupBlock, &q4_k_to_group<quant::BlockQ4_K>>(src, dst, n, n_rows);
+}
+void repack_q5_kx8(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_k<quant::BlockQ5_K, kQ5KGroupBlock, &q5_k_to_group>(src, dst, n, n_rows);
+}
+void dequantize_q5_kx8_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_k_row<quant::BlockQ5_K, kQ5KGroupBlock, &q5_k_from_group>(DType::Q5_K, base, row, dst, n);
 }
 void repack_q6_kx8(const void* src, void* dst, int64_t n, int64_t n_rows) {
   repack_k<quant::BlockQ6_K, kQ6KGroupBlock, &q6_k_to_group>(src, dst, n, n_rows);
 }
 void repack_q4_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
-  repack_k<quant::BlockQ4_K, kQ4KGroupBlock, &q4_kz_to_group>(src, dst, n, n_rows);
+  repack_k<quant::BlockQ4_K, kQ4KGroupBlock, &q4_kz_to_group<quant::BlockQ4_K>>(src, dst, n, n_rows);
 }
 void dequantize_q4_kx8z_row(const void* base, int64_t row, float* dst, int64_t n) {
-  dequantize_k_row<quant::BlockQ4_K, kQ4KGroupBlock, &q4_kz_from_group>(DType::Q4_K, base, row, dst, n);
+  dequantize_k_row<quant::BlockQ4_K, kQ4KGroupBlock, &q4_kz_from_group<quant::BlockQ4_K>>(DType::Q4_K, base, row, dst,
+                                                                                          n);
+}
+void repack_q5_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_k<quant::BlockQ5_K, kQ5KZGroupBlock, &q5_kz_to_group>(src, dst, n, n_rows);
+}
+void dequantize_q5_kx8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_k_row<quant::BlockQ5_K, kQ5KZGroupBlock, &q5_kz_from_group>(DType::Q5_K, base, row, dst, n);
 }
 void repack_q6_kx8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
   repack_k<quant::BlockQ6_K, kQ6KGroupBlock, &q6_kz_to_group>(src, dst, n, n_rows);
@@ -265,7 +337,7 @@ void dequantize_q6_kx8z_row(const void* base, int64_t row, float* dst, int64_t n
   dequantize_k_row<quant::BlockQ6_K, kQ6KGroupBlock, &q6_kz_from_group>(DType::Q6_K, base, row, dst, n);
 }
 void dequantize_q4_kx8_row(const void* base, int64_t row, float* dst, int64_t n) {
-  dequantize_k_row<quant::BlockQ4_K, kQ4KGroupBlock, &q4_k_from_group>(DType::Q4_K, base, row, dst, n);
+  dequantize_k_row<quant::BlockQ4_K, kQ4KGroupBlock, &q4_k_from_group<quant::BlockQ4_K>>(DType::Q4_K, base, row, dst, n);
 }
 void dequantize_q6_kx8_row(const void* base, int64_t row, float* dst, int64_t n) {
   dequantize_k_row<quant::BlockQ6_K, kQ6KGroupBlock, &q6_k_from_group>(DType::Q6_K, base, row, dst, n);

@@ -1,4 +1,4 @@
-// AVX2 register tiles over the packed K-quant layouts Q4_Kx8 and Q6_Kx8 (packed_k.cpp) with
+// AVX2 register tiles over the packed K-quant layouts Q4_Kx8, Q5_Kx8 and Q6_Kx8 (packed_k.cpp) with
 // Q8_K activations: 8 weight rows (one i32 lane each) x C activation columns per tile. Each
 // 256-bit load of quants holds 4 consecutive quant bytes of each of the 8 rows; the matching
 // 4 activation bytes are broadcast (vpbroadcastd), so maddubs + madd give every row's dot
@@ -99,17 +99,44 @@ constexpr int kPrefetchBlocks = 3;
 // Bounds: maddubs pair <= 2 * 15 * 128 = 3840, 8 chunks per sub-block in i16 <= 30720;
 // x scale (<= 63) via madd <= 3.9e6 per sub-block, <= 3.1e7 per super-block. Mins:
 // 63 * 2 * 16 * 128 per sub-block, <= 2.1e6 per super-block.
+//
+// Q5_Kx8 (kFifth) is this layout plus, at 1152, the 32 qh bytes of each row as 8 chunks (chunk
+// s = bytes 4s..4s+3): bit j of qh byte l is the fifth bit of sub-block j's element l, so the
+// quant chunk's nibbles take (qh chunk >> j) & 1 as bit 4. Quants up to 31: maddubs pair
+// <= 2 * 31 * 128 = 7936, so 4 chunks per i16 sum (<= 31744) and two scale madds per sub-block.
+constexpr size_t kQ5KBlock = 1408;
+
+// Min term: sum_j min_j * (bsums[2j] + bsums[2j+1]), sub-blocks j and j + 1 in one madd of
+// (min_j, min_j+1) with their precomputed sums.
 template <int C>
+__attribute__((always_inline)) inline void q4_k_min_term(__m256i mn_lo, __m256i mn_hi, const SubSums* ss,
+                                                         int64_t ss_stride, int64_t b, __m256i* imin) {
+#pragma GCC unroll 4
+  for (int jp = 0; jp < 4; ++jp) {
+    const __m256i mn = _mm256_shuffle_epi8(jp < 2 ? mn_lo : mn_hi, pair_u8(2 * (jp % 2), 2 * (jp % 2) + 1));
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const __m256i t = _mm256_madd_epi16(mn, bcast4(reinterpret_cast<const uint8_t*>(ss[c * ss_stride + b].v + 2 * jp)));
+      imin[c] = jp == 0 ? t : _mm256_add_epi32(imin[c], t);
+      keep(imin[c]);
+    }
+  }
+}
+
+template <int C, bool kFifth = false>
 void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, const SubSums* ss, int64_t ss_stride,
                float* out, int64_t os) {
+  constexpr size_t kBlock = kFifth ? kQ5KBlock : kQ4KBlock;
+  constexpr int kChunksPerSum = kFifth ? 4 : 8;
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   const __m256i m3f = _mm256_set1_epi8(0x3f);
   const __m256i m30 = _mm256_set1_epi8(0x30);
+  const __m256i m10 = _mm256_set1_epi8(0x10);
   __m256 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = grp + static_cast<size_t>(b) * kQ4KBlock;
-    if constexpr (C == 1 && kPrefetchBlocks > 0) prefetch_block(blk + kPrefetchBlocks * kQ4KBlock, kQ4KBlock);
+    const uint8_t* blk = grp + static_cast<size_t>(b) * kBlock;
+    if constexpr (C == 1 && kPrefetchBlocks > 0) prefetch_block(blk + kPrefetchBlocks * kBlock, kBlock);
     const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
     // Scales and mins of the 8 sub-blocks, one byte per row and sub-block (4 per register).
     const __m256i p0 = load256(blk + 32), p1 = load256(blk + 64), p2 = load256(blk + 96);
@@ -118,53 +145,67 @@ void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, cons
     const __m256i mn_lo = _mm256_and_si256(p1, m3f);
     const __m256i mn_hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p2, 4), low4),
                                           _mm256_and_si256(_mm256_srli_epi16(p1, 2), m30));
-    // Min term: sum_j min_j * (bsums[2j] + bsums[2j+1]), sub-blocks j and j + 1 in one madd
-    // of (min_j, min_j+1) with their precomputed sums.
     __m256i imin[C];
-#pragma GCC unroll 4
-    for (int jp = 0; jp < 4; ++jp) {
-      const __m256i mn = _mm256_shuffle_epi8(jp < 2 ? mn_lo : mn_hi, pair_u8(2 * (jp % 2), 2 * (jp % 2) + 1));
-#pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        const __m256i t = _mm256_madd_epi16(mn, bcast4(reinterpret_cast<const uint8_t*>(ss[c * ss_stride + b].v + 2 * jp)));
-        imin[c] = jp == 0 ? t : _mm256_add_epi32(imin[c], t);
-        keep(imin[c]);
-      }
-    }
+    if constexpr (!kFifth) q4_k_min_term<C>(mn_lo, mn_hi, ss, ss_stride, b, imin);
     __m256i isum[C];
     const uint8_t* q = blk + 128;
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       const __m256i sc = _mm256_shuffle_epi8(j < 4 ? sc_lo : sc_hi, dup_u8(j % 4));
       __m256i s16[C];
+      // The qh chunks through a pointer GCC cannot see is the same for every j: it would keep all
+      // 8 in registers and spill the running sums instead.
+      const uint8_t* qh = blk + 1152;
+      if constexpr (kFifth) __asm__("" : "+r"(qh));
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         const __m256i raw = load256(q + static_cast<size_t>((j / 2) * 8 + s) * 32);
-        const __m256i w = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4) : _mm256_and_si256(raw, low4);
+        __m256i w = (j & 1) ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4) : _mm256_and_si256(raw, low4);
+        if constexpr (kFifth) {
+          // Bit j of each qh byte to bit 4 (16-bit shifts: what crosses a byte lands outside bit 4).
+          const __m256i hb = load256(qh + static_cast<size_t>(s) * 32);
+          const __m256i h = j <= 4 ? _mm256_slli_epi16(hb, 4 - j) : _mm256_srli_epi16(hb, j - 4);
+          w = _mm256_or_si256(w, _mm256_and_si256(h, m10));
+        }
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
           const __m256i p = _mm256_maddubs_epi16(w, bcast4(ab + c * as + kActQs + 32 * j + 4 * s));
-          s16[c] = s == 0 ? p : _mm256_add_epi16(s16[c], p);
+          s16[c] = s % kChunksPerSum == 0 ? p : _mm256_add_epi16(s16[c], p);
           keep(s16[c]);
         }
-      }
+        if (s % kChunksPerSum == kChunksPerSum - 1) {
 #pragma GCC unroll 4
-      for (int c = 0; c < C; ++c) {
-        const __m256i t = _mm256_madd_epi16(s16[c], sc);
-        isum[c] = j == 0 ? t : _mm256_add_epi32(isum[c], t);
-        keep(isum[c]);
+          for (int c = 0; c < C; ++c) {
+            const __m256i t = _mm256_madd_epi16(s16[c], sc);
+            isum[c] = j == 0 && s == kChunksPerSum - 1 ? t : _mm256_add_epi32(isum[c], t);
+            keep(isum[c]);
+          }
+        }
       }
     }
+    // Q5_K computes the min term after the quants: its decode needs the registers.
+    if constexpr (kFifth) q4_k_min_term<C>(mn_lo, mn_hi, ss, ss_stride, b, imin);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const __m256 da = _mm256_set1_ps(load_f32(ab + c * as));
-      acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[c]), acc[c]);
-      acc[c] = _mm256_fnmadd_ps(_mm256_mul_ps(mw, da), _mm256_cvtepi32_ps(imin[c]), acc[c]);
+      // Q5_K keeps the running f32 sums in `out` (the registers go to its decode; kept in them,
+      // the integer running sums spilled instead), with the same operations.
+      __m256 a0 = acc[c];
+      if constexpr (kFifth) a0 = b == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + c * os);
+      a0 = _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(isum[c]), a0);
+      a0 = _mm256_fnmadd_ps(_mm256_mul_ps(mw, da), _mm256_cvtepi32_ps(imin[c]), a0);
+      if constexpr (kFifth) {
+        _mm256_storeu_ps(out + c * os, a0);
+      } else {
+        acc[c] = a0;
+      }
     }
   }
-  for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+  if constexpr (!kFifth) {
+    for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+  }
 }
 
 // ---- Q6_K x 8 ------------------------------------------------------------------------------
@@ -325,11 +366,15 @@ const PackedKernels* packed_kernels_k(DType t) {
   static const PackedKernels q4_k{
       "q4_kx8", &gemm_kx8<kQ4KBlock, true, &q4_k_tile<4>, &q4_k_tile<3>, &q4_k_tile<2>, &q4_k_tile<1>>,
       &dequantize_q4_kx8_row, &repack_q4_kx8};
+  static const PackedKernels q5_k{
+      "q5_kx8", &gemm_kx8<kQ5KBlock, true, &q4_k_tile<4, true>, &q4_k_tile<3, true>, &q4_k_tile<2, true>, &q4_k_tile<1, true>>,
+      &dequantize_q5_kx8_row, &repack_q5_kx8};
   static const PackedKernels q6_k{
       "q6_kx8", &gemm_kx8<kQ6KBlock, false, &q6_k_tile<4>, &q6_k_tile<3>, &q6_k_tile<2>, &q6_k_tile<1>>,
       &dequantize_q6_kx8_row, &repack_q6_kx8};
   switch (t) {
     case DType::Q4_K: return &q4_k;
+    case DType::Q5_K: return &q5_k;
     case DType::Q6_K: return &q6_k;
     default: return nullptr;
   }
