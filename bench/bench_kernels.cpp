@@ -126,7 +126,7 @@ void BM_gemm_packed(benchmark::State& state) {
 }
 
 void gemm_packed_args(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (int64_t isa : {0, 1, 2, 3}) {
       for (int64_t cols : {1, 128}) {
         // K-quant rows need n % 256 == 0 (SmolLM2's 576 is not).

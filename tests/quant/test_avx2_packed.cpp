@@ -1,4 +1,4 @@
-// The AVX2 packed 8-row layouts (Q4_0, Q4_1, Q8_0, Q5_0; packed_tiles_avx2.cpp): repack and
+// The AVX2 packed 8-row layouts (Q4_0, Q4_1, Q8_0, Q5_0, Q5_1; packed_tiles_avx2.cpp): repack and
 // row read-back bit-exact with the reference, gemm near the scalar reference within a bound
 // derived from float rounding, outputs outside the rows untouched, every column of a batch the
 // same bits alone (decode) and in any window of columns (tile position, tails), and the
@@ -28,10 +28,13 @@ struct Case {
   int64_t k, rows, cols;
 };
 
-// Byte offsets of the per-row fp16 fields in the file's block: d, and Q4_1's m.
-int n_fields(DType t) { return t == DType::Q4_1 ? 2 : 1; }
+// The types with a min (m_w s_a term, Q8_1 activations).
+bool has_min(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
 
-// Weight rows: quantized normal values (Q4_1 rows shifted so the mins matter), raw random
+// Byte offsets of the per-row fp16 fields in the file's block: d, and Q4_1's / Q5_1's m.
+int n_fields(DType t) { return has_min(t) ? 2 : 1; }
+
+// Weight rows: quantized normal values (Q4_1 / Q5_1 rows shifted so the mins matter), raw random
 // quant bytes (every code, Q8_0's -128 included) under random scales, and all-extreme codes
 // (largest i16 partial sums in the kernels).
 std::vector<uint8_t> make_weights(DType t, const Case& s, std::mt19937& rng) {
@@ -45,7 +48,7 @@ std::vector<uint8_t> make_weights(DType t, const Case& s, std::mt19937& rng) {
     uint8_t* row = w.data() + static_cast<size_t>(r) * wrow;
     const int kind = static_cast<int>(rng() % 4);
     if (kind <= 1) {
-      const float shift = t == DType::Q4_1 ? nd(rng) : 0.0f;
+      const float shift = has_min(t) ? nd(rng) : 0.0f;
       for (float& v : f) v = nd(rng) + shift;
       quant::quantize_row_ref(t, f.data(), row, s.k);
       continue;
@@ -83,13 +86,13 @@ std::vector<uint8_t> make_acts(const cpu::TypeKernels* ref, const Case& s, std::
   return a;
 }
 
-// Sum over blocks of |d_w d_a| sum_i |q_i a_i| (+ |m_w s_a| for Q4_1) for weight row w and
+// Sum over blocks of |d_w d_a| sum_i |q_i a_i| (+ |m_w s_a| for Q4_1 / Q5_1) for weight row w and
 // activation row a: what the float rounding of any evaluation order scales with (block sums
 // or the 8-lane partial sums of the decode path alike).
 double magnitude(DType t, const uint8_t* w, const uint8_t* a, int64_t k) {
   const size_t bbytes = static_cast<size_t>(row_bytes(t, 32));
-  const size_t abytes = t == DType::Q4_1 ? sizeof(quant::BlockQ8_1) : sizeof(quant::BlockQ8_0);
-  const size_t aq = t == DType::Q4_1 ? 4 : 2;
+  const size_t abytes = has_min(t) ? sizeof(quant::BlockQ8_1) : sizeof(quant::BlockQ8_0);
+  const size_t aq = has_min(t) ? 4 : 2;
   double m = 0;
   std::vector<uint8_t> blk(bbytes);
   float q[32];
@@ -100,7 +103,7 @@ double magnitude(DType t, const uint8_t* w, const uint8_t* a, int64_t k) {
     std::memcpy(blk.data(), wb, bbytes);
     const uint16_t one = f32_to_fp16(1.0f), zero = 0;
     std::memcpy(blk.data(), &one, 2);
-    if (t == DType::Q4_1) std::memcpy(blk.data() + 2, &zero, 2);
+    if (has_min(t)) std::memcpy(blk.data() + 2, &zero, 2);
     quant::dequantize_row_ref(t, blk.data(), q, 32);
     double sumi = 0;
     for (int i = 0; i < 32; ++i) sumi += std::fabs(static_cast<double>(q[i]) * static_cast<int8_t>(ab[aq + static_cast<size_t>(i)]));
@@ -108,7 +111,7 @@ double magnitude(DType t, const uint8_t* w, const uint8_t* a, int64_t k) {
     std::memcpy(&dw, wb, 2);
     std::memcpy(&da, ab, 2);
     m += std::fabs(static_cast<double>(fp16_to_f32(dw)) * static_cast<double>(fp16_to_f32(da)) * sumi);
-    if (t == DType::Q4_1) {
+    if (has_min(t)) {
       uint16_t mw, sa;
       std::memcpy(&mw, wb + 2, 2);
       std::memcpy(&sa, ab + 2, 2);
@@ -229,6 +232,7 @@ TEST(Avx2Packed, Q4_0) { check_type(DType::Q4_0); }
 TEST(Avx2Packed, Q4_1) { check_type(DType::Q4_1); }
 TEST(Avx2Packed, Q8_0) { check_type(DType::Q8_0); }
 TEST(Avx2Packed, Q5_0) { check_type(DType::Q5_0); }
+TEST(Avx2Packed, Q5_1) { check_type(DType::Q5_1); }
 
 // The dispatcher honours GENIEX_REPACK=0 (file layout kept).
 TEST(Avx2Packed, RepackCanBeDisabled) {

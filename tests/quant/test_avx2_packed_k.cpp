@@ -1,4 +1,4 @@
-// AVX2 packed K-quant layouts (Q4_Kx8, Q6_Kx8; packed_k.cpp, packed_k_tiles_avx2.cpp):
+// AVX2 packed K-quant layouts (Q4_Kx8, Q5_Kx8, Q6_Kx8; packed_k.cpp, packed_k_tiles_avx2.cpp):
 // repacking keeps the 8-row group offsets, rows read back bit-exact, gemm matches a double
 // reference and the scalar kernels on random and extreme blocks, writes every output and
 // nothing else, and a column's result does not depend on the call's other columns or rows.

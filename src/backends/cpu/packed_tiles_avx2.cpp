@@ -7,10 +7,11 @@
 //   q4_1x8_avx2: 8 fp16 d, 8 fp16 m, then 4 x 32 quant bytes                 (160 bytes)
 //   q8_0x8_avx2: 8 fp16 d, then 8 x 32 quant bytes                           (272 bytes)
 //   q5_0x8_avx2: 8 fp16 d, 32 bytes of high bits, then 4 x 32 quant bytes   (176 bytes)
+//   q5_1x8_avx2: 8 fp16 d, 8 fp16 m, 32 bytes of high bits, 4 x 32 quant bytes (192 bytes)
 // Quant vector j (32 bytes) holds, in its i32 lane r, row r's file bytes 4j..4j+3: one ymm load
 // gives 8 rows x 4 bytes, and the matching 4 activation bytes are one vpbroadcastd. For the 4-bit
 // types vector j's low nibbles are elements 4j..4j+3 and its high nibbles 16+4j..16+4j+3. Q5_0's
-// high bits are rearranged so that bit s of byte i is the fifth bit of the element in byte i of
+// and Q5_1's high bits are rearranged so that bit s of byte i is the fifth bit of the element in byte i of
 // nibble vector s (s = 0..3: low nibbles of vector s; 4..7: high nibbles of vector s - 4): one
 // shift and one and per nibble vector.
 //
@@ -21,7 +22,7 @@
 // i32 lane. Q8_0 uses maddubs(|w|, a * sign(w)), whose pairs already fill i16: one madd per
 // vector. The offsets of Q4_0 / Q5_0 (8, 16) come off as an exact -offset * sum(a) per column and
 // block. Float work per block and column: one convert, one scale product, one fma (and Q4_1's
-// min term). Each column's arithmetic is the same whatever C is, so decode (one column) and
+// or Q5_1's min term). Each column's arithmetic is the same whatever C is, so decode (one column) and
 // prefill give the same bits.
 //
 // Rounding: a block's exact integer sum is converted once and fma'd into one float per row,
@@ -43,7 +44,11 @@
 namespace geniex::cpu::avx2 {
 namespace {
 
-enum class Fmt { Q4_0, Q4_1, Q8_0, Q5_0 };
+enum class Fmt { Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 };
+
+// Formats with a per-row min (m_w s_a term) and with a fifth bit per quant.
+constexpr bool has_min(Fmt f) { return f == Fmt::Q4_1 || f == Fmt::Q5_1; }
+constexpr bool has_fifth(Fmt f) { return f == Fmt::Q5_0 || f == Fmt::Q5_1; }
 
 template <Fmt F>
 struct Traits;
@@ -88,17 +93,28 @@ struct Traits<Fmt::Q5_0> {
   static constexpr size_t kActQOff = 2;
 };
 
+template <>
+struct Traits<Fmt::Q5_1> {
+  using Block = quant::BlockQ5_1;
+  static constexpr DType kType = DType::Q5_1;
+  static constexpr int kFields = 2;
+  static constexpr size_t kHigh = 4;
+  static constexpr size_t kQBytes = 16;
+  static constexpr size_t kActBytes = sizeof(quant::BlockQ8_1);
+  static constexpr size_t kActQOff = 4;
+};
+
 template <Fmt F>
 struct Layout {
   using T = Traits<F>;
   static constexpr size_t kHead = 16 * T::kFields;      // the 8 rows' fp16 fields, field-major
-  static constexpr size_t kHighOff = kHead;             // Q5_0: 32 bytes of rearranged high bits
+  static constexpr size_t kHighOff = kHead;             // Q5_0, Q5_1: 32 bytes of rearranged high bits
   static constexpr size_t kQOff = kHead + 8 * T::kHigh;
   static constexpr size_t kBlockBytes = kQOff + 8 * T::kQBytes;
   static_assert(kBlockBytes == 8 * sizeof(typename T::Block));
 };
 
-// Q5_0's fifth bit of element e (0..31) in rearranged form: nibble vector s and the byte
+// The fifth bit (Q5_0, Q5_1) of element e (0..31) in rearranged form: nibble vector s and the byte
 // within it (lane r = row, byte k of the lane).
 inline void q5_bit_place(int e, int* s, int* k) {
   if (e < 16) {
@@ -176,7 +192,7 @@ struct LaneCorr {
   int32_t v[8];
 };
 
-// Per activation column and block: d_a, Q4_1's s_a, and for the offset formats (Q4_0: 8,
+// Per activation column and block: d_a, Q4_1's / Q5_1's s_a, and for the offset formats (Q4_0: 8,
 // Q5_0: 16) the exact correction -offset * sum(a).
 struct ActTerm {
   float d, s;
@@ -198,7 +214,7 @@ void prepare(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, std:
       uint16_t h[2];
       std::memcpy(h, blk, 4);
       t[b].d = _cvtsh_ss(h[0]);
-      t[b].s = F == Fmt::Q4_1 ? _cvtsh_ss(h[1]) : 0.0f;
+      t[b].s = has_min(F) ? _cvtsh_ss(h[1]) : 0.0f;
       t[b].corr = 0;
       t[b].pad = 0;
       if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) {
@@ -261,7 +277,7 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
       }
     } else {
       __m256i hb = _mm256_setzero_si256();
-      if constexpr (F == Fmt::Q5_0) hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L::kHighOff));
+      if constexpr (has_fifth(F)) hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + L::kHighOff));
       __m256i s16[C];
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
@@ -269,7 +285,7 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           __m256i u = h == 0 ? _mm256_and_si256(q, low4) : _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-          if constexpr (F == Fmt::Q5_0) {
+          if constexpr (has_fifth(F)) {
             // Bit s = 4h + j of each high-bit byte goes to bit 4.
             const int s = 4 * h + j;
             __m256i bit;
@@ -285,7 +301,7 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
 #pragma GCC unroll 4
           for (int c = 0; c < C; ++c) {
             const __m256i p = _mm256_maddubs_epi16(u, bcast32(ap[c] + 16 * h + 4 * j));
-            if constexpr (F == Fmt::Q5_0) {
+            if constexpr (has_fifth(F)) {
               // Two i16 halves (4 products of up to 2 x 31 x 128 each), summed in i32.
               if (j == 0 && h == 0) {
                 s16[c] = p;
@@ -305,19 +321,19 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
         const __m256i s = _mm256_madd_epi16(s16[c], ones16);
-        sum[c] = F == Fmt::Q5_0 ? _mm256_add_epi32(sum[c], s) : s;
+        sum[c] = has_fifth(F) ? _mm256_add_epi32(sum[c], s) : s;
       }
     }
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
     __m256 mw = _mm256_setzero_ps();
-    if constexpr (F == Fmt::Q4_1) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
+    if constexpr (has_min(F)) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const ActTerm& t = tm[c * tm_stride + b];
       __m256i s = sum[c];
       if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) s = _mm256_add_epi32(s, _mm256_set1_epi32(t.corr));
       acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(t.d)), _mm256_cvtepi32_ps(s), acc[c]);
-      if constexpr (F == Fmt::Q4_1) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc[c]);
+      if constexpr (has_min(F)) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc[c]);
     }
   }
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
@@ -449,6 +465,7 @@ constexpr PackedKernels kPacked[] = {
     {"q4_1x8_avx2", &gemm<Fmt::Q4_1, false>, &dequantize_row<Fmt::Q4_1>, &repack<Fmt::Q4_1>},
     {"q8_0x8_avx2", &gemm<Fmt::Q8_0, false>, &dequantize_row<Fmt::Q8_0>, &repack<Fmt::Q8_0>},
     {"q5_0x8_avx2", &gemm<Fmt::Q5_0, false>, &dequantize_row<Fmt::Q5_0>, &repack<Fmt::Q5_0>},
+    {"q5_1x8_avx2", &gemm<Fmt::Q5_1, false>, &dequantize_row<Fmt::Q5_1>, &repack<Fmt::Q5_1>},
 };
 constexpr PackedKernels kPackedExact[] = {
     {"q4_0x8_avx2_exact", &gemm<Fmt::Q4_0, true>, &dequantize_row<Fmt::Q4_0>, &repack<Fmt::Q4_0>},
@@ -468,6 +485,9 @@ const PackedKernels* packed_kernels(DType t, bool exact) {
     case DType::Q4_1: return &table[1];
     case DType::Q8_0: return &table[2];
     case DType::Q5_0: return &table[3];
+    // Q5_1 has no exact tile: with GENIEX_AVX2_EXACT=1 it keeps the file layout, whose kernel is
+    // that arithmetic.
+    case DType::Q5_1: return exact ? nullptr : &kPacked[4];
     default: return nullptr;
   }
 }
