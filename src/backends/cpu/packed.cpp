@@ -2,8 +2,10 @@
 // kernels are per ISA (kernels_avx512.cpp).
 #include "backends/cpu/packed.hpp"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "backends/cpu/kernels_internal.hpp"
 #include "core/cpu_features.hpp"
@@ -156,26 +158,43 @@ void dequantize_x8z_row(DType t, const void* base, int64_t row, float* dst, int6
 // 0-1, 2-3, 4-5, 6-7). Both blocks keep element e's fifth bit at bit e of qh (little endian).
 constexpr size_t kQ5Pair = 40;
 
+// Byte b's 8 bits spread to the 8 bytes of a uint64 (bit m -> bit 0 of byte m).
+constexpr uint64_t spread_bits(unsigned b) {
+  uint64_t v = 0;
+  for (int m = 0; m < 8; ++m) v |= static_cast<uint64_t>((b >> m) & 1u) << (8 * m);
+  return v;
+}
+template <size_t... I>
+constexpr std::array<uint64_t, 256> spread_table(std::index_sequence<I...>) {
+  return {spread_bits(static_cast<unsigned>(I))...};
+}
+constexpr std::array<uint64_t, 256> kSpread = spread_table(std::make_index_sequence<256>{});
+
+// 8 bytes at a time: per row, t_k (operand k's 8 lanes of this row: elements 8k .. 8k + 7) is
+// the nibbles (qs[0..7] or qs[8..15], low or high) with the fifth bits spread into bit 4.
 template <class Block, uint8_t kXor>
 void q5_pair_pack(const Block& b0, const Block& b1, uint8_t* v) {
-  uint8_t t[4][16];
+  constexpr uint64_t kLow4 = 0x0F0F0F0F0F0F0F0FULL, kLow3 = 0x0707070707070707ULL, kLow2 = 0x0303030303030303ULL;
+  constexpr uint64_t kX = 0x0101010101010101ULL * kXor;
+  uint64_t t[2][4];
   for (int h = 0; h < 2; ++h) {
     const Block& blk = h == 0 ? b0 : b1;
+    uint64_t lo = 0, hi = 0;
     uint32_t qh = 0;
+    std::memcpy(&lo, blk.qs, 8);
+    std::memcpy(&hi, blk.qs + 8, 8);
     std::memcpy(&qh, blk.qh, 4);
-    for (int e = 0; e < 32; ++e) {
-      const int lo = e < 16 ? blk.qs[e] & 15 : blk.qs[e - 16] >> 4;
-      const auto q = static_cast<uint8_t>(lo | static_cast<int>((qh >> e) & 1u) << 4);
-      t[e / 8][8 * h + e % 8] = static_cast<uint8_t>(q ^ kXor);
-    }
+    const uint64_t n[4] = {lo & kLow4, hi & kLow4, (lo >> 4) & kLow4, (hi >> 4) & kLow4};
+    for (int k = 0; k < 4; ++k) t[h][k] = (n[k] | kSpread[(qh >> (8 * k)) & 0xFFu] << 4) ^ kX;
   }
-  for (int i = 0; i < 16; ++i) {
-    v[i] = static_cast<uint8_t>(t[0][i] << 3 | t[2][i] >> 2);
-    v[16 + i] = static_cast<uint8_t>(t[1][i] << 3 | t[3][i] >> 2);
+  for (int h = 0; h < 2; ++h) {
+    const uint64_t a = t[h][0] << 3 | ((t[h][2] >> 2) & kLow3);  // t < 32: << 3 stays in its byte
+    const uint64_t bb = t[h][1] << 3 | ((t[h][3] >> 2) & kLow3);
+    std::memcpy(v + 8 * h, &a, 8);
+    std::memcpy(v + 16 + 8 * h, &bb, 8);
   }
-  for (int m = 0; m < 8; ++m) {
-    v[32 + m] = static_cast<uint8_t>((t[2][m] & 3) | (t[2][m + 8] & 3) << 2 | (t[3][m] & 3) << 4 | (t[3][m + 8] & 3) << 6);
-  }
+  const uint64_t hv = (t[0][2] & kLow2) | (t[1][2] & kLow2) << 2 | (t[0][3] & kLow2) << 4 | (t[1][3] & kLow2) << 6;
+  std::memcpy(v + 32, &hv, 8);
 }
 
 // Its inverse for one row of the pair (half 0 or 1): the block's qh and qs.

@@ -182,13 +182,19 @@ void q5_kz_to_group(const quant::BlockQ5_K& b, int r, uint8_t* o) {
   q4_kz_to_group(b, r, o);
   const int p = r / 2, h = r % 2;
   if (r == 0) std::memset(o + 1152, 0, 256);
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  uint64_t bits[8] = {};
+  for (int k = 0; k < 4; ++k) {  // qh bytes 8k .. 8k + 7: operand k's lanes m, bit j per sub-block
+    uint64_t x = 0;
+    std::memcpy(&x, b.qh + 8 * k, 8);
+    for (int j = 0; j < 8; ++j) bits[j] |= ((x >> j) & kOnes) << (2 * k + h);
+  }
   for (int j = 0; j < 8; ++j) {
     uint8_t* dst = o + 1152 + 64 * p + 8 * j;
-    for (int k = 0; k < 4; ++k) {
-      for (int m = 0; m < 8; ++m) {
-        dst[m] = static_cast<uint8_t>(dst[m] | ((b.qh[8 * k + m] >> j) & 1) << (2 * k + h));
-      }
-    }
+    uint64_t d = 0;
+    std::memcpy(&d, dst, 8);
+    d |= bits[j];
+    std::memcpy(dst, &d, 8);
   }
 }
 
