@@ -58,7 +58,7 @@ void dequantize_x8_row(DType t, const void* base, int64_t row, float* dst, int64
 }
 
 // The x8z layouts (packed.hpp): group block (g, b) is kFields x 16 bytes of per-row fp16
-// fields (d, then m for Q4_1), then 4 row pairs of kPair bytes.
+// fields (d, then m for Q4_1 / Q5_1), then 4 row pairs of kPair bytes.
 inline size_t zgroup_block_offset(int64_t g, int64_t nb, int64_t b, size_t group_block) {
   return static_cast<size_t>(g * nb + b) * group_block;
 }
@@ -92,62 +92,6 @@ void unzip_q4_row(const uint8_t* v, int half, uint8_t* qs) {
     const auto b = static_cast<uint8_t>(v[16 + 8 * half + j] ^ kXor);  // q[16 + j] | q[24 + j] << 4
     qs[j] = static_cast<uint8_t>((a & 0x0F) | (b << 4));
     qs[8 + j] = static_cast<uint8_t>((a >> 4) | (b & 0xF0));
-  }
-}
-
-template <class Block, int kFields, size_t kPair, uint8_t kXor>
-void repack_x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
-  constexpr size_t kHead = 16 * kFields;
-  constexpr size_t kGroupBlock = kHead + 4 * kPair;
-  static_assert(kGroupBlock == 8 * sizeof(Block));
-  const int64_t nb = n / 32;
-  const auto* in = static_cast<const Block*>(src);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < n_rows / 8; ++g) {
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* o = out + zgroup_block_offset(g, nb, b, kGroupBlock);
-      for (int r = 0; r < 8; ++r) {
-        const auto* blk = reinterpret_cast<const uint8_t*>(&in[(g * 8 + r) * nb + b]);
-        for (int f = 0; f < kFields; ++f) std::memcpy(o + 16 * f + 2 * r, blk + 2 * f, 2);
-      }
-      for (int p = 0; p < 4; ++p) {
-        const Block& b0 = in[(g * 8 + 2 * p) * nb + b];
-        const Block& b1 = in[(g * 8 + 2 * p + 1) * nb + b];
-        uint8_t* v = o + kHead + kPair * static_cast<size_t>(p);
-        if constexpr (kPair == 64) {  // Q8_0: z_k = row 0's quants 8k.., then row 1's
-          for (int k = 0; k < 4; ++k) {
-            std::memcpy(v + 16 * k, b0.qs + 8 * k, 8);
-            std::memcpy(v + 16 * k + 8, b1.qs + 8 * k, 8);
-          }
-        } else {
-          zip_q4_pair<kXor>(b0.qs, b1.qs, v);
-        }
-      }
-    }
-  }
-}
-
-template <class Block, int kFields, size_t kPair, uint8_t kXor>
-void dequantize_x8z_row(DType t, const void* base, int64_t row, float* dst, int64_t n) {
-  constexpr size_t kHead = 16 * kFields;
-  constexpr size_t kGroupBlock = kHead + 4 * kPair;
-  const int64_t nb = n / 32;
-  const int64_t g = row / 8;
-  const int r = static_cast<int>(row % 8);
-  const int p = r / 2, half = r % 2;
-  const auto* in = static_cast<const uint8_t*>(base);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* gb = in + zgroup_block_offset(g, nb, b, kGroupBlock);
-    const uint8_t* v = gb + kHead + kPair * static_cast<size_t>(p);
-    Block blk;
-    auto* o = reinterpret_cast<uint8_t*>(&blk);
-    for (int f = 0; f < kFields; ++f) std::memcpy(o + 2 * f, gb + 16 * f + 2 * r, 2);
-    if constexpr (kPair == 64) {
-      for (int k = 0; k < 4; ++k) std::memcpy(blk.qs + 8 * k, v + 16 * k + 8 * half, 8);
-    } else {
-      unzip_q4_row<kXor>(v, half, blk.qs);
-    }
-    quant::dequantize_row_ref(t, &blk, dst + b * 32, 32);
   }
 }
 
@@ -215,10 +159,10 @@ void q5_pair_unpack(const uint8_t* v, int half, Block* blk) {
   std::memcpy(blk->qh, &qh, 4);
 }
 
-// kFields fp16 fields (d; Q5_1 then m) at the head of the block and of the group block.
-template <class Block, int kFields, uint8_t kXor>
-void repack_q5x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
-  constexpr size_t kHead = 16 * kFields, kGroupBlock = kHead + 4 * kQ5Pair;
+template <class Block, int kFields, size_t kPair, uint8_t kXor>
+void repack_x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  constexpr size_t kHead = 16 * kFields;
+  constexpr size_t kGroupBlock = kHead + 4 * kPair;
   static_assert(kGroupBlock == 8 * sizeof(Block));
   const int64_t nb = n / 32;
   const auto* in = static_cast<const Block*>(src);
@@ -231,46 +175,49 @@ void repack_q5x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
         for (int f = 0; f < kFields; ++f) std::memcpy(o + 16 * f + 2 * r, blk + 2 * f, 2);
       }
       for (int p = 0; p < 4; ++p) {
-        q5_pair_pack<Block, kXor>(in[(g * 8 + 2 * p) * nb + b], in[(g * 8 + 2 * p + 1) * nb + b],
-                                  o + kHead + kQ5Pair * static_cast<size_t>(p));
+        const Block& b0 = in[(g * 8 + 2 * p) * nb + b];
+        const Block& b1 = in[(g * 8 + 2 * p + 1) * nb + b];
+        uint8_t* v = o + kHead + kPair * static_cast<size_t>(p);
+        if constexpr (kPair == 64) {  // Q8_0: z_k = row 0's quants 8k.., then row 1's
+          for (int k = 0; k < 4; ++k) {
+            std::memcpy(v + 16 * k, b0.qs + 8 * k, 8);
+            std::memcpy(v + 16 * k + 8, b1.qs + 8 * k, 8);
+          }
+        } else if constexpr (kPair == kQ5Pair) {  // Q5_0, Q5_1: kXor is 16 or 0 per quant
+          q5_pair_pack<Block, kXor>(b0, b1, v);
+        } else {
+          zip_q4_pair<kXor>(b0.qs, b1.qs, v);
+        }
       }
     }
   }
 }
 
-template <class Block, int kFields, uint8_t kXor>
-void dequantize_q5x8z_row(DType t, const void* base, int64_t row, float* dst, int64_t n) {
-  constexpr size_t kHead = 16 * kFields, kGroupBlock = kHead + 4 * kQ5Pair;
+template <class Block, int kFields, size_t kPair, uint8_t kXor>
+void dequantize_x8z_row(DType t, const void* base, int64_t row, float* dst, int64_t n) {
+  constexpr size_t kHead = 16 * kFields;
+  constexpr size_t kGroupBlock = kHead + 4 * kPair;
   const int64_t nb = n / 32;
   const int64_t g = row / 8;
   const int r = static_cast<int>(row % 8);
+  const int p = r / 2, half = r % 2;
   const auto* in = static_cast<const uint8_t*>(base);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* gb = in + zgroup_block_offset(g, nb, b, kGroupBlock);
+    const uint8_t* v = gb + kHead + kPair * static_cast<size_t>(p);
     Block blk;
     auto* o = reinterpret_cast<uint8_t*>(&blk);
     for (int f = 0; f < kFields; ++f) std::memcpy(o + 2 * f, gb + 16 * f + 2 * r, 2);
-    q5_pair_unpack<Block, kXor>(gb + kHead + kQ5Pair * static_cast<size_t>(r / 2), r % 2, &blk);
+    if constexpr (kPair == 64) {
+      for (int k = 0; k < 4; ++k) std::memcpy(blk.qs + 8 * k, v + 16 * k + 8 * half, 8);
+    } else if constexpr (kPair == kQ5Pair) {
+      q5_pair_unpack<Block, kXor>(v, half, &blk);
+    } else {
+      unzip_q4_row<kXor>(v, half, blk.qs);
+    }
     quant::dequantize_row_ref(t, &blk, dst + b * 32, 32);
   }
 }
-
-}  // namespace
-
-void repack_q5_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
-  repack_q5x8z<quant::BlockQ5_0, 1, 16>(src, dst, n, n_rows);
-}
-void repack_q5_1x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
-  repack_q5x8z<quant::BlockQ5_1, 2, 0>(src, dst, n, n_rows);
-}
-void dequantize_q5_0x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
-  dequantize_q5x8z_row<quant::BlockQ5_0, 1, 16>(DType::Q5_0, base, row, dst, n);
-}
-void dequantize_q5_1x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
-  dequantize_q5x8z_row<quant::BlockQ5_1, 2, 0>(DType::Q5_1, base, row, dst, n);
-}
-
-namespace {
 
 bool repack_disabled() {
   const char* env = std::getenv("GENIEX_REPACK");
@@ -306,6 +253,19 @@ void dequantize_q4_1x8z_row(const void* base, int64_t row, float* dst, int64_t n
 void dequantize_q8_0x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
   dequantize_x8z_row<quant::BlockQ8_0, 1, 64, 0>(DType::Q8_0, base, row, dst, n);
 }
+void repack_q5_0x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_x8z<quant::BlockQ5_0, 1, kQ5Pair, 16>(src, dst, n, n_rows);
+}
+void repack_q5_1x8z(const void* src, void* dst, int64_t n, int64_t n_rows) {
+  repack_x8z<quant::BlockQ5_1, 2, kQ5Pair, 0>(src, dst, n, n_rows);
+}
+void dequantize_q5_0x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_x8z_row<quant::BlockQ5_0, 1, kQ5Pair, 16>(DType::Q5_0, base, row, dst, n);
+}
+void dequantize_q5_1x8z_row(const void* base, int64_t row, float* dst, int64_t n) {
+  dequantize_x8z_row<quant::BlockQ5_1, 2, kQ5Pair, 0>(DType::Q5_1, base, row, dst, n);
+}
+
 void dequantize_q4_0x8_row(const void* base, int64_t row, float* dst, int64_t n) {
   dequantize_x8_row<quant::BlockQ4_0, 1, 16>(DType::Q4_0, base, row, dst, n);
 }
