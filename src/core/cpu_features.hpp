@@ -13,6 +13,9 @@ struct CpuFeatures {
   bool avx512bw = false;
   bool avx512vnni = false;
   bool avxvnni = false;
+  // AMX tiles with int8 dot products, usable by this process: the CPU has them, the OS saves
+  // their state (XCR0) and Linux granted the permission (arch_prctl ARCH_REQ_XCOMP_PERM).
+  bool amx_int8 = false;
   bool neon = false;
   bool arm_dotprod = false;
   bool arm_i8mm = false;

@@ -234,6 +234,77 @@ TEST(Avx2Packed, Q8_0) { check_type(DType::Q8_0); }
 TEST(Avx2Packed, Q5_0) { check_type(DType::Q5_0); }
 TEST(Avx2Packed, Q5_1) { check_type(DType::Q5_1); }
 
+// The AMX-INT8 kernels (packed_tiles_amx.cpp): the AVX2 layout's repack and read-back, and a gemm
+// whose every output is the AVX2 tiles' bits: 16 x 16 tiles, odd block counts (the last block
+// outside the pairs of C tiles), a last group of 8 rows and partial column tiles through the
+// AVX2 edges, windows that start mid-tile. Skipped where the CPU (or the OS) has no AMX-INT8.
+void check_amx(DType t) {
+  if (!cpu_features().amx_int8) GTEST_SKIP() << "no usable AMX-INT8 on this CPU";
+  const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, "amx");
+  const cpu::PackedKernels* avx2 = cpu::packed_kernels_for_isa(t, "avx2");
+  ASSERT_NE(amx, nullptr);
+  ASSERT_NE(avx2, nullptr);
+  EXPECT_EQ(amx->repack, avx2->repack);
+  EXPECT_EQ(amx->dequantize_row, avx2->dequantize_row);
+  EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), amx);  // the layout the backend repacks into
+  ::setenv("GENIEX_AVX2_EXACT", "1", 1);
+  EXPECT_EQ(cpu::packed_kernels_for_isa(t, "amx"), nullptr);
+  ::unsetenv("GENIEX_AVX2_EXACT");
+  const cpu::TypeKernels* ref = cpu::kernels_for_isa(t, "scalar");
+  ASSERT_NE(ref, nullptr);
+  std::mt19937 rng = test::make_rng(0x4a11u + static_cast<uint32_t>(t));
+  std::vector<Case> cases = {{32, 16, 16},  {64, 32, 33},  {96, 24, 17},   {576, 48, 64},  {2048, 16, 40},
+                             {160, 40, 31}, {8192, 16, 16}, {1536, 64, 48}, {288, 8, 20},   {64, 16, 15}};
+  for (int i = 0; i < 10; ++i) {
+    cases.push_back({32 * static_cast<int64_t>(1 + rng() % 70), 8 * static_cast<int64_t>(1 + rng() % 10),
+                     static_cast<int64_t>(1 + rng() % 70)});
+  }
+  for (const Case& s : cases) {
+    SCOPED_TRACE(testing::Message() << dtype_name(t) << " k=" << s.k << " rows=" << s.rows << " cols=" << s.cols);
+    const size_t wrow = static_cast<size_t>(row_bytes(t, s.k));
+    const size_t arow = static_cast<size_t>(row_bytes(ref->act_type, s.k));
+    const std::vector<uint8_t> w = make_weights(t, s, rng);
+    const std::vector<uint8_t> a = make_acts(ref, s, rng);
+    std::vector<uint8_t> packed(w.size());
+    amx->repack(w.data(), packed.data(), s.k, s.rows);
+    const int64_t os = s.rows + 3;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> want(static_cast<size_t>(os * s.cols), nan), got(want);
+    avx2->gemm(s.k, packed.data(), wrow, s.rows, a.data(), arow, s.cols, want.data(), os);
+    amx->gemm(s.k, packed.data(), wrow, s.rows, a.data(), arow, s.cols, got.data(), os);
+    for (int64_t c = 0; c < s.cols; ++c) {
+      for (int64_t r = 0; r < os; ++r) {
+        const float g = got[static_cast<size_t>(c * os + r)];
+        if (r >= s.rows) {
+          ASSERT_TRUE(std::isnan(g)) << "wrote past the rows: c=" << c << " r=" << r;
+          continue;
+        }
+        const float wv = want[static_cast<size_t>(c * os + r)];
+        ASSERT_EQ(std::memcmp(&g, &wv, 4), 0) << "c=" << c << " r=" << r << ": " << g << " vs " << wv;
+      }
+    }
+    // A window of columns starting mid-tile, rows from the second row tile on.
+    if (s.cols > 18 && s.rows >= 32) {
+      const int64_t c0 = 3, r0 = 16;
+      std::vector<float> sub(static_cast<size_t>(os * (s.cols - c0)), nan);
+      amx->gemm(s.k, packed.data() + static_cast<size_t>(r0) * wrow, wrow, s.rows - r0,
+                a.data() + static_cast<size_t>(c0) * arow, arow, s.cols - c0, sub.data() + r0, os);
+      for (int64_t c = c0; c < s.cols; ++c) {
+        ASSERT_EQ(std::memcmp(sub.data() + (c - c0) * os + r0, want.data() + c * os + r0,
+                              static_cast<size_t>(s.rows - r0) * 4),
+                  0)
+            << "column " << c << " in the window";
+      }
+    }
+  }
+}
+
+TEST(AmxPacked, Q4_0) { check_amx(DType::Q4_0); }
+TEST(AmxPacked, Q4_1) { check_amx(DType::Q4_1); }
+TEST(AmxPacked, Q8_0) { check_amx(DType::Q8_0); }
+TEST(AmxPacked, Q5_0) { check_amx(DType::Q5_0); }
+TEST(AmxPacked, Q5_1) { check_amx(DType::Q5_1); }
+
 // The dispatcher honours GENIEX_REPACK=0 (file layout kept).
 TEST(Avx2Packed, RepackCanBeDisabled) {
   ::setenv("GENIEX_REPACK", "0", 1);

@@ -15,6 +15,7 @@
 
 #include "backends/cpu/kernels.hpp"
 #include "backends/cpu/packed.hpp"
+#include "core/cpu_features.hpp"
 #include "core/fp16.hpp"
 #include "quant/quant.hpp"
 #include "quant/test_util.hpp"
@@ -202,6 +203,69 @@ TEST(Avx2PackedK, Q6_KQuantized) { check_packed_k(DType::Q6_K, Fill::Quantized);
 TEST(Avx2PackedK, Q6_KRandomBytes) { check_packed_k(DType::Q6_K, Fill::RandomBytes); }
 TEST(Avx2PackedK, Q6_KExtreme) { check_packed_k(DType::Q6_K, Fill::Extreme); }
 
+// The AMX-INT8 K kernels (packed_tiles_amx.cpp): the AVX2 K layouts' repack and read-back, and
+// a gemm whose every output is the AVX2 K tiles' bits, including a last group of 8 rows and
+// partial column tiles (the AVX2 edges) and windows of columns starting mid-tile. Skipped where
+// the CPU (or the OS) has no usable AMX-INT8.
+void check_amx_k(DType t, Fill fill) {
+  if (!cpu_features().amx_int8) GTEST_SKIP() << "no usable AMX-INT8 on this CPU";
+  const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, "amx");
+  const cpu::PackedKernels* avx2 = cpu::packed_kernels_for_isa(t, "avx2");
+  ASSERT_NE(amx, nullptr);
+  ASSERT_NE(avx2, nullptr);
+  EXPECT_EQ(amx->repack, avx2->repack);
+  EXPECT_EQ(amx->dequantize_row, avx2->dequantize_row);
+  std::mt19937 rng = test::make_rng(0x4b00u + static_cast<uint32_t>(t) * 16 + static_cast<uint32_t>(fill));
+  struct Shape { int64_t k, rows, cols; };
+  const Shape shapes[] = {{256, 16, 16},  {512, 24, 33}, {2304, 32, 17}, {1536, 40, 48},
+                          {256, 136, 20}, {768, 16, 64}, {512, 8, 40},   {1024, 48, 15}};
+  for (const Shape s : shapes) {
+    SCOPED_TRACE(testing::Message() << dtype_name(t) << " k=" << s.k << " rows=" << s.rows << " cols=" << s.cols
+                                    << " fill=" << static_cast<int>(fill));
+    const size_t wrow = static_cast<size_t>(row_bytes(t, s.k));
+    const size_t arow = static_cast<size_t>(row_bytes(DType::Q8_K, s.k));
+    const std::vector<uint8_t> w = make_weights(t, s.k, s.rows, fill, rng);
+    const std::vector<uint8_t> a = make_acts(s.k, s.cols, fill, rng);
+    std::vector<uint8_t> packed(w.size());
+    amx->repack(w.data(), packed.data(), s.k, s.rows);
+    const float poison = std::numeric_limits<float>::quiet_NaN();
+    const int64_t os = s.rows + 3;
+    std::vector<float> want(static_cast<size_t>(os * s.cols), poison), got(want);
+    avx2->gemm(s.k, packed.data(), wrow, s.rows, a.data(), arow, s.cols, want.data(), os);
+    amx->gemm(s.k, packed.data(), wrow, s.rows, a.data(), arow, s.cols, got.data(), os);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(want[i])) {
+        ASSERT_TRUE(std::isnan(got[i])) << "write outside the rows at " << i;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << "c=" << i / static_cast<size_t>(os) << " r="
+                                                      << i % static_cast<size_t>(os) << ": " << got[i] << " vs " << want[i];
+    }
+    if (s.cols > 18 && s.rows >= 32) {
+      const int64_t c0 = 3, r0 = 16;
+      std::vector<float> sub(static_cast<size_t>(os * (s.cols - c0)), poison);
+      amx->gemm(s.k, packed.data() + static_cast<size_t>(r0) * wrow, wrow, s.rows - r0,
+                a.data() + static_cast<size_t>(c0) * arow, arow, s.cols - c0, sub.data() + r0, os);
+      for (int64_t c = c0; c < s.cols; ++c) {
+        ASSERT_EQ(std::memcmp(sub.data() + (c - c0) * os + r0, want.data() + c * os + r0,
+                              static_cast<size_t>(s.rows - r0) * 4),
+                  0)
+            << "column " << c << " in the window";
+      }
+    }
+  }
+}
+
+TEST(AmxPackedK, Q4_KQuantized) { check_amx_k(DType::Q4_K, Fill::Quantized); }
+TEST(AmxPackedK, Q4_KExtreme) { check_amx_k(DType::Q4_K, Fill::Extreme); }
+TEST(AmxPackedK, Q4_KRandomBytes) { check_amx_k(DType::Q4_K, Fill::RandomBytes); }
+TEST(AmxPackedK, Q5_KQuantized) { check_amx_k(DType::Q5_K, Fill::Quantized); }
+TEST(AmxPackedK, Q5_KExtreme) { check_amx_k(DType::Q5_K, Fill::Extreme); }
+TEST(AmxPackedK, Q5_KRandomBytes) { check_amx_k(DType::Q5_K, Fill::RandomBytes); }
+TEST(AmxPackedK, Q6_KQuantized) { check_amx_k(DType::Q6_K, Fill::Quantized); }
+TEST(AmxPackedK, Q6_KExtreme) { check_amx_k(DType::Q6_K, Fill::Extreme); }
+TEST(AmxPackedK, Q6_KRandomBytes) { check_amx_k(DType::Q6_K, Fill::RandomBytes); }
+
 // The CPU backend picks these layouts for K-quant matrices (rows a multiple of 8), and not
 // with GENIEX_REPACK=0.
 TEST(Avx2PackedK, Selection) {
@@ -222,10 +286,12 @@ TEST(Avx2PackedK, Selection) {
   }
   ASSERT_NE(q4, nullptr);
   ASSERT_NE(q6, nullptr);
-  EXPECT_STREQ(q4->name, "q4_kx8");
-  EXPECT_STREQ(q6->name, "q6_kx8");
+  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm.
+  const std::string sfx = cpu_features().amx_int8 ? "_amx" : "";
+  EXPECT_EQ(q4->name, "q4_kx8" + sfx);
+  EXPECT_EQ(q6->name, "q6_kx8" + sfx);
   ASSERT_NE(q5, nullptr);
-  EXPECT_STREQ(q5->name, "q5_kx8");
+  EXPECT_EQ(q5->name, "q5_kx8" + sfx);
   EXPECT_EQ(odd, nullptr);
   EXPECT_EQ(off, nullptr);
 }

@@ -48,6 +48,13 @@ namespace avx512vnni {
 // As avx512::packed_kernels with VNNI dot products (the CPU must have AVX-512 VNNI).
 const PackedKernels* packed_kernels(DType t);
 }  // namespace avx512vnni
+namespace amx {
+// The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 and the K layouts of Q4_K, Q5_K, Q6_K
+// (same repack and row read-back) with an AMX-INT8 prefill gemm (packed_tiles_amx.cpp) whose
+// results are the AVX2 tiles' bits;
+// nullptr for other types. The CPU must report amx_int8 (cpu_features()).
+const PackedKernels* packed_kernels(DType t);
+}  // namespace amx
 #endif
 
 #if defined(__aarch64__)

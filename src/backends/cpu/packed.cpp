@@ -283,6 +283,12 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   const bool avx512 = f.avx512f && f.avx512bw && f.avx2 && f.fma && f.f16c;
   if (std::strcmp(isa, "avx512") == 0) return avx512 ? avx512::packed_kernels(t) : nullptr;
   if (std::strcmp(isa, "avx512vnni") == 0) return avx512 && f.avx512vnni ? avx512vnni::packed_kernels(t) : nullptr;
+  if (std::strcmp(isa, "amx") == 0) {
+    // The AVX2 layouts' bits: with GENIEX_AVX2_EXACT=1 the file-layout order is wanted instead.
+    const char* env = std::getenv("GENIEX_AVX2_EXACT");
+    const bool exact = env != nullptr && std::strcmp(env, "1") == 0;
+    return f.amx_int8 && !exact ? amx::packed_kernels(t) : nullptr;
+  }
   if (std::strcmp(isa, "avx2") == 0) {
     if (!(f.avx2 && f.fma && f.f16c)) return nullptr;
     // GENIEX_AVX2_EXACT=1 (read here, once per weight at load): the file-layout kernels'
@@ -305,6 +311,7 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
 
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows) {
   if (repack_disabled() || n % 32 != 0 || n_rows % 8 != 0) return nullptr;
+  if (const PackedKernels* k = packed_kernels_for_isa(t, "amx")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512")) return k;
 #if defined(__aarch64__)
