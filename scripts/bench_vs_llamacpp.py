@@ -113,11 +113,25 @@ def run_llamacpp(model, args):
     queue = ctx.Queue()
     proc = ctx.Process(target=_llamacpp_child, args=(str(model), args, queue))
     proc.start()
-    try:
-        results, info = queue.get()
-    except Exception as e:  # the child died before answering
-        log(f"bench: llama.cpp run failed: {e}")
-        results, info = {}, {}
+    # Poll: a child killed by a signal (llama.cpp's AMX path faults on some CPUs, see
+    # bench/LOG.md) never answers, and a plain get() would wait forever.
+    results, info = {}, {}
+    while True:
+        try:
+            results, info = queue.get(timeout=1.0)
+            break
+        except Exception:  # queue.Empty
+            if not proc.is_alive():
+                try:  # answered just before it ended
+                    results, info = queue.get(timeout=1.0)
+                    break
+                except Exception:
+                    pass
+                code = proc.exitcode
+                how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                log(f"bench: llama.cpp run failed: its process ended with {how} before answering"
+                    " (llama.cpp column left empty)")
+                break
     proc.join()
     return results, info
 
