@@ -256,6 +256,45 @@ void check_amx_k(DType t, Fill fill) {
   }
 }
 
+// The AVX-512 Q6_K decode tile (packed_k_tiles_avx512.cpp): one column at a time, pairs of 8-row
+// groups and a last odd group, the AVX2 K tile's bits. Skipped without AVX-512 F + BW.
+void check_avx512_q6_k(Fill fill) {
+  const cpu::PackedKernels* z = cpu::packed_kernels_for_isa(DType::Q6_K, "avx512");
+  if (z == nullptr) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const cpu::PackedKernels* avx2 = cpu::packed_kernels_for_isa(DType::Q6_K, "avx2");
+  ASSERT_NE(avx2, nullptr);
+  EXPECT_EQ(z->repack, avx2->repack);
+  std::mt19937 rng = test::make_rng(0x5e00u + static_cast<uint32_t>(fill));
+  struct Shape { int64_t k, rows, cols; };
+  const Shape shapes[] = {{256, 16, 3}, {512, 24, 2}, {2304, 8, 2}, {1536, 40, 3}, {256, 136, 2}, {768, 32, 1}};
+  for (const Shape s : shapes) {
+    SCOPED_TRACE(testing::Message() << "k=" << s.k << " rows=" << s.rows << " fill=" << static_cast<int>(fill));
+    const size_t wrow = static_cast<size_t>(row_bytes(DType::Q6_K, s.k));
+    const size_t arow = static_cast<size_t>(row_bytes(DType::Q8_K, s.k));
+    const std::vector<uint8_t> w = make_weights(DType::Q6_K, s.k, s.rows, fill, rng);
+    const std::vector<uint8_t> a = make_acts(s.k, s.cols, fill, rng);
+    std::vector<uint8_t> packed(w.size());
+    z->repack(w.data(), packed.data(), s.k, s.rows);
+    const float poison = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t c = 0; c < s.cols; ++c) {
+      std::vector<float> want(static_cast<size_t>(s.rows + 2), poison), got(want);
+      avx2->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(c) * arow, arow, 1, want.data(), s.rows);
+      z->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(c) * arow, arow, 1, got.data(), s.rows);
+      ASSERT_TRUE(std::isnan(got[static_cast<size_t>(s.rows)])) << "wrote past the rows";
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(s.rows) * 4), 0) << "column " << c;
+    }
+    // Several columns: the AVX2 tiles' result as such.
+    std::vector<float> want(static_cast<size_t>(s.rows * s.cols)), got(want);
+    avx2->gemm(s.k, packed.data(), wrow, s.rows, a.data(), arow, s.cols, want.data(), s.rows);
+    z->gemm(s.k, packed.data(), wrow, s.rows, a.data(), arow, s.cols, got.data(), s.rows);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+  }
+}
+
+TEST(Avx512PackedK, Q6_KQuantized) { check_avx512_q6_k(Fill::Quantized); }
+TEST(Avx512PackedK, Q6_KRandomBytes) { check_avx512_q6_k(Fill::RandomBytes); }
+TEST(Avx512PackedK, Q6_KExtreme) { check_avx512_q6_k(Fill::Extreme); }
+
 TEST(AmxPackedK, Q4_KQuantized) { check_amx_k(DType::Q4_K, Fill::Quantized); }
 TEST(AmxPackedK, Q4_KExtreme) { check_amx_k(DType::Q4_K, Fill::Extreme); }
 TEST(AmxPackedK, Q4_KRandomBytes) { check_amx_k(DType::Q4_K, Fill::RandomBytes); }
@@ -286,10 +325,12 @@ TEST(Avx2PackedK, Selection) {
   }
   ASSERT_NE(q4, nullptr);
   ASSERT_NE(q6, nullptr);
-  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm.
-  const std::string sfx = cpu_features().amx_int8 ? "_amx" : "";
+  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm; on other AVX-512
+  // CPUs Q6_K's comes with the 16-row decode tile.
+  const CpuFeatures& f = cpu_features();
+  const std::string sfx = f.amx_int8 ? "_amx" : "";
   EXPECT_EQ(q4->name, "q4_kx8" + sfx);
-  EXPECT_EQ(q6->name, "q6_kx8" + sfx);
+  EXPECT_EQ(q6->name, "q6_kx8" + (f.amx_int8 ? sfx : f.avx512f && f.avx512bw ? std::string("_avx512") : sfx));
   ASSERT_NE(q5, nullptr);
   EXPECT_EQ(q5->name, "q5_kx8" + sfx);
   EXPECT_EQ(odd, nullptr);

@@ -43,6 +43,9 @@ namespace avx512 {
 const TypeKernels* kernels(DType t);
 // Kernels for the packed 8-row layout of weight type t (backends/cpu/packed.hpp), or nullptr.
 const PackedKernels* packed_kernels(DType t);
+// Q6_K's AVX2 K layout (Q6_Kx8) with a 16-row AVX-512 one-column (decode) tile, the AVX2 tiles'
+// bits (packed_k_tiles_avx512.cpp); nullptr for other types.
+const PackedKernels* packed_kernels_k(DType t);
 }  // namespace avx512
 namespace avx512vnni {
 // As avx512::packed_kernels with VNNI dot products (the CPU must have AVX-512 VNNI).

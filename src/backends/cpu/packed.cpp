@@ -281,7 +281,11 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
   const CpuFeatures& f = cpu_features();
   const bool avx512 = f.avx512f && f.avx512bw && f.avx2 && f.fma && f.f16c;
-  if (std::strcmp(isa, "avx512") == 0) return avx512 ? avx512::packed_kernels(t) : nullptr;
+  if (std::strcmp(isa, "avx512") == 0) {
+    if (!avx512) return nullptr;
+    if (const PackedKernels* k = avx512::packed_kernels(t)) return k;
+    return avx512::packed_kernels_k(t);  // Q6_K: the AVX2 K layout with a 16-row decode tile
+  }
   if (std::strcmp(isa, "avx512vnni") == 0) return avx512 && f.avx512vnni ? avx512vnni::packed_kernels(t) : nullptr;
   if (std::strcmp(isa, "amx") == 0) {
     // The AVX2 layouts' bits: with GENIEX_AVX2_EXACT=1 the file-layout order is wanted instead.

@@ -86,6 +86,7 @@ struct Layout {
 
 constexpr int kTile = 16;              // rows and columns of a C tile
 constexpr size_t kBTileBytes = 512;    // 8 K quads x 16 rows x 4 bytes: one block of a row tile
+constexpr int kChunkBlocks = 8;        // C tiles (1 KiB each) a token tile's pass keeps before finishing them
 
 // The tile registers: 0, 1 C (16 tokens x 16 rows, i32); 2, 3 A (16 tokens x 32 bytes);
 // 4, 5 B (8 K quads x 64 bytes).
@@ -194,6 +195,32 @@ void unpack_row_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, int8_t* b
   }
 }
 
+// The A operands of tiled_cols tokens (a multiple of 16), staged contiguously. A row's block b
+// (block_bytes apart, quants from q_off) holds dots_per_block dot products of k_bytes each
+// (one for the 32-element types; a K super-block's sub-blocks); for token tile ct and dot
+// product p = b * dots_per_block + j the tile's 16 rows of k_bytes are at
+// out + (ct * n_blocks * dots_per_block + p) * 16 * k_bytes. Loaded from there a tile is 4 or 8
+// whole cache lines; from the quantized rows (34-, 36- or 292-byte blocks) it would be 16
+// scattered, often line-split pieces.
+void stage_a_tiles(const uint8_t* a, size_t a_stride, int64_t tiled_cols, int64_t n_blocks, size_t block_bytes,
+                   size_t q_off, int dots_per_block, int k_bytes, int8_t* out) {
+  const size_t tile_bytes = static_cast<size_t>(kTile * k_bytes);
+  const int64_t n_dots = n_blocks * dots_per_block;
+  for (int64_t ct = 0; ct < tiled_cols / kTile; ++ct) {
+    for (int t = 0; t < kTile; ++t) {
+      const uint8_t* row = a + static_cast<size_t>(ct * kTile + t) * a_stride + q_off;
+      int8_t* o = out + static_cast<size_t>(ct * n_dots) * tile_bytes + static_cast<size_t>(t * k_bytes);
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        for (int j = 0; j < dots_per_block; ++j) {
+          std::memcpy(o + static_cast<size_t>(b * dots_per_block + j) * tile_bytes,
+                      row + static_cast<size_t>(b) * block_bytes + static_cast<size_t>(j * k_bytes),
+                      static_cast<size_t>(k_bytes));
+        }
+      }
+    }
+  }
+}
+
 // C tile (16 tokens x 16 rows of exact block sums, at cb) into the accumulators, as the AVX2
 // tile: acc = fma(d_w * d_a, (float)sum, acc), then acc = fma(m_w, s_a, acc). Token t's d_a is
 // da[t * ld], its s_a sa[t * ld].
@@ -239,17 +266,20 @@ void gemm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void*
     }
   }
 
+  thread_local AlignedBuf<int8_t> a_tiles;
+  int8_t* aq = a_tiles.reserve(static_cast<size_t>(tiled_cols * nb * 32));
+  stage_a_tiles(ab, a_stride, tiled_cols, nb, T::kActBytes, T::kActQOff, 1, 32, aq);
+
   thread_local AlignedBuf<int8_t> b_tiles;
   thread_local AlignedBuf<float> b_d, b_m;
   int8_t* bq = b_tiles.reserve(static_cast<size_t>(nb) * kBTileBytes);
   float* bd = b_d.reserve(static_cast<size_t>(nb) * kTile);
   float* bm = b_m.reserve(has_min(F) ? static_cast<size_t>(nb) * kTile : 1);
-  alignas(64) int32_t cbuf[2][kTile * kTile];
+  alignas(64) int32_t cbuf[kChunkBlocks * kTile * kTile];
 
   configure_tiles(32);
   // Columns in chunks whose activations stay in L2 while every row tile passes over them.
-  const int64_t chunk =
-      std::max<int64_t>(kTile, static_cast<int64_t>((1u << 20) / std::max<size_t>(a_stride, 1)) / kTile * kTile);
+  const int64_t chunk = std::max<int64_t>(kTile, static_cast<int64_t>((1u << 20) / static_cast<size_t>(nb * 32)) / kTile * kTile);
   for (int64_t c0 = 0; c0 < tiled_cols; c0 += chunk) {
     const int64_t c1 = std::min(tiled_cols, c0 + chunk);
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
@@ -258,36 +288,42 @@ void gemm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void*
       for (int64_t c = c0; c < c1; c += kTile) {
         __m512 acc[kTile];
         for (__m512& v : acc) v = _mm512_setzero_ps();
-        const uint8_t* at = ab + static_cast<size_t>(c) * a_stride + T::kActQOff;
+        const int8_t* at = aq + static_cast<size_t>(c * nb * 32);
         const float* dat = ad + c * nb;
         const float* sat = has_min(F) ? as + c * nb : as;
         const __m512 zero = _mm512_setzero_ps();
-        int64_t b = 0;
-        for (; b + 1 < nb; b += 2) {
-          _tile_zero(0);
-          _tile_loadd(2, at + static_cast<size_t>(b) * T::kActBytes, static_cast<long>(a_stride));
-          _tile_loadd(4, bq + static_cast<size_t>(b) * kBTileBytes, 64);
-          _tile_dpbssd(0, 2, 4);
-          _tile_zero(1);
-          _tile_loadd(3, at + static_cast<size_t>(b + 1) * T::kActBytes, static_cast<long>(a_stride));
-          _tile_loadd(5, bq + static_cast<size_t>(b + 1) * kBTileBytes, 64);
-          _tile_dpbssd(1, 3, 5);
-          _tile_stored(0, cbuf[0], 64);
-          finish_block<F>(cbuf[0], _mm512_load_ps(bd + 16 * b), has_min(F) ? _mm512_load_ps(bm + 16 * b) : zero,
-                          dat + b, has_min(F) ? sat + b : sat, nb, acc);
-          _tile_stored(1, cbuf[1], 64);
-          finish_block<F>(cbuf[1], _mm512_load_ps(bd + 16 * (b + 1)),
-                          has_min(F) ? _mm512_load_ps(bm + 16 * (b + 1)) : zero, dat + b + 1,
-                          has_min(F) ? sat + b + 1 : sat, nb, acc);
-        }
-        if (b < nb) {
-          _tile_zero(0);
-          _tile_loadd(2, at + static_cast<size_t>(b) * T::kActBytes, static_cast<long>(a_stride));
-          _tile_loadd(4, bq + static_cast<size_t>(b) * kBTileBytes, 64);
-          _tile_dpbssd(0, 2, 4);
-          _tile_stored(0, cbuf[0], 64);
-          finish_block<F>(cbuf[0], _mm512_load_ps(bd + 16 * b), has_min(F) ? _mm512_load_ps(bm + 16 * b) : zero,
-                          dat + b, has_min(F) ? sat + b : sat, nb, acc);
+        // Blocks in chunks: the tile unit runs a chunk's dot products back to back into cbuf,
+        // then the vector units finish them, so neither waits on the other block by block.
+        for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
+          const int n_blk = static_cast<int>(std::min<int64_t>(kChunkBlocks, nb - b0));
+          int i = 0;
+          for (; i + 1 < n_blk; i += 2) {
+            const size_t bo = static_cast<size_t>(b0 + i) * kBTileBytes;
+            _tile_zero(0);
+            _tile_loadd(2, at + bo, 32);
+            _tile_loadd(4, bq + bo, 64);
+            _tile_dpbssd(0, 2, 4);
+            _tile_zero(1);
+            _tile_loadd(3, at + bo + kBTileBytes, 32);
+            _tile_loadd(5, bq + bo + kBTileBytes, 64);
+            _tile_dpbssd(1, 3, 5);
+            _tile_stored(0, cbuf + static_cast<size_t>(i) * kTile * kTile, 64);
+            _tile_stored(1, cbuf + static_cast<size_t>(i + 1) * kTile * kTile, 64);
+          }
+          if (i < n_blk) {
+            const size_t bo = static_cast<size_t>(b0 + i) * kBTileBytes;
+            _tile_zero(0);
+            _tile_loadd(2, at + bo, 32);
+            _tile_loadd(4, bq + bo, 64);
+            _tile_dpbssd(0, 2, 4);
+            _tile_stored(0, cbuf + static_cast<size_t>(i) * kTile * kTile, 64);
+          }
+          for (i = 0; i < n_blk; ++i) {
+            const int64_t b = b0 + i;
+            finish_block<F>(cbuf + static_cast<size_t>(i) * kTile * kTile, _mm512_load_ps(bd + 16 * b),
+                            has_min(F) ? _mm512_load_ps(bm + 16 * b) : zero, dat + b, has_min(F) ? sat + b : sat, nb,
+                            acc);
+          }
         }
         float* o = out + c * out_stride + rt * kTile;
         for (int t = 0; t < kTile; ++t) _mm512_storeu_ps(o + t * out_stride, acc[t]);
@@ -447,7 +483,9 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
             float* out, int64_t out_stride) {
   using T = KTraits<F>;
   constexpr size_t kTileBytes = static_cast<size_t>(T::kSubK) * kTile;
-  const PackedKernels* edge = avx2::packed_kernels_k(T::kType);
+  // Decode and edges: the AVX-512 16-row tile where there is one (Q6_K), else the AVX2 K tiles.
+  const PackedKernels* edge = avx512::packed_kernels_k(T::kType);
+  if (edge == nullptr) edge = avx2::packed_kernels_k(T::kType);
   const int64_t row_tiles = n_rows / kTile;
   const int64_t col_tiles = n_cols / kTile;
   const auto* wb = static_cast<const uint8_t*>(w);
@@ -480,6 +518,10 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
     }
   }
 
+  thread_local AlignedBuf<int8_t> a_tiles;
+  int8_t* aq = a_tiles.reserve(static_cast<size_t>(tiled_cols * nb * 256));
+  stage_a_tiles(ab, a_stride, tiled_cols, nb, kQ8KBytes, kQ8KQs, T::kSubs, T::kSubK, aq);
+
   thread_local AlignedBuf<int8_t> b_tiles;
   thread_local AlignedBuf<int32_t> b_sc, b_mn;
   thread_local AlignedBuf<float> b_d, b_m;
@@ -492,28 +534,27 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
   alignas(64) float accbuf[kTile * kTile];
 
   configure_tiles(T::kSubK);
-  const int64_t chunk =
-      std::max<int64_t>(kTile, static_cast<int64_t>((1u << 20) / std::max<size_t>(a_stride, 1)) / kTile * kTile);
+  const int64_t chunk = std::max<int64_t>(kTile, static_cast<int64_t>((1u << 20) / static_cast<size_t>(nb * 256)) / kTile * kTile);
   for (int64_t c0 = 0; c0 < tiled_cols; c0 += chunk) {
     const int64_t c1 = std::min(tiled_cols, c0 + chunk);
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       const uint8_t* g0 = wb + static_cast<size_t>(2 * rt * nb) * T::kBlock;
       unpack_k_row_tile<F>(g0, g0 + static_cast<size_t>(nb) * T::kBlock, nb, bq, sc, mn, bd, bm);
       for (int64_t c = c0; c < c1; c += kTile) {
-        const uint8_t* at = ab + static_cast<size_t>(c) * a_stride + kQ8KQs;
+        const int8_t* at = aq + static_cast<size_t>(c * nb * 256);
         for (int64_t b = 0; b < nb; ++b) {
           __m512i isum[kTile];
           for (__m512i& v : isum) v = _mm512_setzero_si512();
-          const uint8_t* ablk = at + static_cast<size_t>(b) * kQ8KBytes;
+          const int8_t* ablk = at + static_cast<size_t>(b) * kTile * 256;
           const int8_t* bblk = bq + static_cast<size_t>(b * T::kSubs) * kTileBytes;
           const int32_t* sblk = sc + b * T::kSubs * kTile;
           for (int j = 0; j < T::kSubs; j += 2) {
             _tile_zero(0);
-            _tile_loadd(2, ablk + T::kSubK * j, static_cast<long>(a_stride));
+            _tile_loadd(2, ablk + static_cast<size_t>(j) * kTileBytes, T::kSubK);
             _tile_loadd(4, bblk + static_cast<size_t>(j) * kTileBytes, 64);
             _tile_dpbssd(0, 2, 4);
             _tile_zero(1);
-            _tile_loadd(3, ablk + T::kSubK * (j + 1), static_cast<long>(a_stride));
+            _tile_loadd(3, ablk + static_cast<size_t>(j + 1) * kTileBytes, T::kSubK);
             _tile_loadd(5, bblk + static_cast<size_t>(j + 1) * kTileBytes, 64);
             _tile_dpbssd(1, 3, 5);
             _tile_stored(0, cbuf[0], 64);
