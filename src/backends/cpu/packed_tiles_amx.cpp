@@ -221,6 +221,24 @@ void stage_a_tiles(const uint8_t* a, size_t a_stride, int64_t tiled_cols, int64_
   }
 }
 
+// What the AMX tiles leave, through the edge kernels of the same layout (the same arithmetic
+// per column and row): a last group of 8 rows for every column, and the columns past the last
+// whole tile of 16 for the other rows.
+void run_edges(const PackedKernels& edge, int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a,
+               size_t a_stride, int64_t n_cols, float* out, int64_t out_stride) {
+  const int64_t rows = n_rows / kTile * kTile;
+  const int64_t cols = n_cols / kTile * kTile;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  if (n_rows > rows) {
+    edge.gemm(n, wb + static_cast<size_t>(rows) * w_stride, w_stride, n_rows - rows, a, a_stride, n_cols, out + rows,
+              out_stride);
+  }
+  if (n_cols > cols) {
+    edge.gemm(n, w, w_stride, rows, static_cast<const uint8_t*>(a) + static_cast<size_t>(cols) * a_stride, a_stride,
+              n_cols - cols, out + cols * out_stride, out_stride);
+  }
+}
+
 // C tile (16 tokens x 16 rows of exact block sums, at cb) into the accumulators, as the AVX2
 // tile: acc = fma(d_w * d_a, (float)sum, acc), then acc = fma(m_w, s_a, acc). Token t's d_a is
 // da[t * ld], its s_a sa[t * ld].
@@ -331,17 +349,7 @@ void gemm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void*
     }
   }
   _tile_release();
-
-  // Edges through the AVX2 tiles of the same layout (same arithmetic per column and row).
-  if (n_rows > row_tiles * kTile) {
-    const int64_t r = row_tiles * kTile;
-    edge->gemm(n, wb + static_cast<size_t>(r) * w_stride, w_stride, n_rows - r, a, a_stride, n_cols, out + r,
-               out_stride);
-  }
-  if (n_cols > tiled_cols) {
-    edge->gemm(n, w, w_stride, row_tiles * kTile, ab + static_cast<size_t>(tiled_cols) * a_stride, a_stride,
-               n_cols - tiled_cols, out + tiled_cols * out_stride, out_stride);
-  }
+  run_edges(*edge, n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
 }
 
 // ---- K-quants ------------------------------------------------------------------------------
@@ -588,16 +596,7 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
     }
   }
   _tile_release();
-
-  if (n_rows > row_tiles * kTile) {
-    const int64_t r = row_tiles * kTile;
-    edge->gemm(n, wb + static_cast<size_t>(r) * w_stride, w_stride, n_rows - r, a, a_stride, n_cols, out + r,
-               out_stride);
-  }
-  if (n_cols > tiled_cols) {
-    edge->gemm(n, w, w_stride, row_tiles * kTile, ab + static_cast<size_t>(tiled_cols) * a_stride, a_stride,
-               n_cols - tiled_cols, out + tiled_cols * out_stride, out_stride);
-  }
+  run_edges(*edge, n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
 }
 
 template <KFmt F>
