@@ -385,7 +385,7 @@ struct KTraits<KFmt::Q6_K> {
   static constexpr DType kType = DType::Q6_K;
   static constexpr size_t kBlock = 1680;
   static constexpr int kSubs = 16, kSubK = 16;
-  static constexpr bool kMin = false, kFifth = false;
+  static constexpr bool kMin = false;  // and no fifth bits: unpack_k_row_tile has its own branch
 };
 
 constexpr size_t kQ8KBytes = sizeof(quant::BlockQ8_K);  // f32 d, then qs at 4, bsums at 260
