@@ -64,7 +64,7 @@ CpuFeatures detect() {
       f.avx512bw = zmm_ok && ((b >> 30) & 1);
       f.avx512vnni = zmm_ok && ((c >> 11) & 1);
       // AMX-TILE (edx bit 24) and AMX-INT8 (bit 25).
-      f.amx_int8 = tiles_ok && f.avx512bw && ((d >> 24) & 1) && ((d >> 25) & 1);
+      f.amx_int8 = tiles_ok && ((d >> 24) & 1) && ((d >> 25) & 1);
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = ymm_ok && ((a >> 4) & 1);
     if (!ymm_ok) f.fma = f.f16c = false;

@@ -276,6 +276,14 @@ void dequantize_q8_0x8_row(const void* base, int64_t row, float* dst, int64_t n)
   dequantize_x8_row<quant::BlockQ8_0, 1, 32>(DType::Q8_0, base, row, dst, n);
 }
 
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+// GENIEX_AVX2_EXACT=1 (read once per weight at load): the file-layout kernels' summation order.
+static bool avx2_exact() {
+  const char* env = std::getenv("GENIEX_AVX2_EXACT");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}
+#endif
+
 const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   if (isa == nullptr) return nullptr;
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
@@ -289,17 +297,14 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   if (std::strcmp(isa, "avx512vnni") == 0) return avx512 && f.avx512vnni ? avx512vnni::packed_kernels(t) : nullptr;
   if (std::strcmp(isa, "amx") == 0) {
     // The AVX2 layouts' bits: with GENIEX_AVX2_EXACT=1 the file-layout order is wanted instead.
-    const char* env = std::getenv("GENIEX_AVX2_EXACT");
-    const bool exact = env != nullptr && std::strcmp(env, "1") == 0;
-    return f.amx_int8 && !exact ? amx::packed_kernels(t) : nullptr;
+    return f.amx_int8 && !avx2_exact() ? amx::packed_kernels(t) : nullptr;
   }
   if (std::strcmp(isa, "avx2") == 0) {
     if (!(f.avx2 && f.fma && f.f16c)) return nullptr;
     // GENIEX_AVX2_EXACT=1 (read here, once per weight at load): the file-layout kernels'
     // summation order. The 32-block layouts have exact tiles for it; the K-quant layouts
     // (packed_k.cpp) do not, so those weights stay in the file's layout then.
-    const char* env = std::getenv("GENIEX_AVX2_EXACT");
-    const bool exact = env != nullptr && std::strcmp(env, "1") == 0;
+    const bool exact = avx2_exact();
     if (const PackedKernels* k = avx2::packed_kernels(t, exact)) return k;
     return exact ? nullptr : avx2::packed_kernels_k(t);
   }
