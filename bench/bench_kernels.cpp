@@ -93,11 +93,12 @@ BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
 // Packed 8-row layouts (backends/cpu/packed.hpp) against the file layout's AVX2 tiles, at
 // SmolLM2 and Llama-3.2-1B shapes. args: weight type id, rows, n, cols, isa (0 avx2 file layout,
 // 1 avx512 packed, 2 avx512vnni packed, 3 avx2 packed: packed_tiles_avx2.cpp / packed_k_tiles_avx2.cpp,
-// 4 the same layouts with the AMX-INT8 gemm: packed_tiles_amx.cpp).
+// 4 the same layouts with the AMX-INT8 gemm: packed_tiles_amx.cpp, 5 the same layouts with the
+// AVX-VNNI tiles: packed_tiles_avxvnni.cpp).
 void BM_gemm_packed(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t rows = state.range(1), n = state.range(2), cols = state.range(3);
-  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx"};
+  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni"};
   const char* isa = isas[state.range(4)];
   const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for_isa(type, "avx2");
   const geniex::cpu::PackedKernels* pk = state.range(4) == 0 ? nullptr : geniex::cpu::packed_kernels_for_isa(type, isa);
@@ -128,9 +129,9 @@ void BM_gemm_packed(benchmark::State& state) {
 
 void gemm_packed_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    for (int64_t isa : {0, 1, 2, 3, 4}) {
+    for (int64_t isa : {0, 1, 2, 3, 4, 5}) {
       for (int64_t cols : {1, 128, 512}) {
-        if (cols == 512 && isa < 3) continue;  // prefill-size batches: the AVX2 layouts and AMX
+        if (cols == 512 && isa < 3) continue;  // prefill-size batches: the AVX2 layouts, AMX, VNNI
         // K-quant rows need n % 256 == 0 (SmolLM2's 576 is not).
         if (t != DType::Q4_K && t != DType::Q5_K && t != DType::Q6_K) b->Args({static_cast<int64_t>(t), 1536, 576, cols, isa});  // SmolLM2 ffn up/gate
         b->Args({static_cast<int64_t>(t), 8192, 2048, cols, isa});  // 1B ffn up/gate

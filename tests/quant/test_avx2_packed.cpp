@@ -125,8 +125,8 @@ void check_type(DType t) {
   const cpu::PackedKernels* pk = cpu::packed_kernels_for_isa(t, "avx2");
   if (pk == nullptr) GTEST_SKIP() << "no AVX2 packed kernels for " << dtype_name(t) << " on this CPU";
   const CpuFeatures& f = cpu_features();
-  if (!f.avx512f || !f.avx512bw) {
-    // Without AVX-512 the AVX2 layouts are the ones the CPU backend repacks into.
+  if ((!f.avx512f || !f.avx512bw) && !f.avxvnni) {
+    // Without AVX-512 and AVX-VNNI the AVX2 tiles are the ones the CPU backend repacks for.
     EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), pk);
   }
   ::setenv("GENIEX_AVX2_EXACT", "1", 1);
@@ -234,21 +234,20 @@ TEST(Avx2Packed, Q8_0) { check_type(DType::Q8_0); }
 TEST(Avx2Packed, Q5_0) { check_type(DType::Q5_0); }
 TEST(Avx2Packed, Q5_1) { check_type(DType::Q5_1); }
 
-// The AMX-INT8 kernels (packed_tiles_amx.cpp): the AVX2 layout's repack and read-back, and a gemm
-// whose every output is the AVX2 tiles' bits: 16 x 16 tiles, odd block counts (the last block
-// outside the pairs of C tiles), a last group of 8 rows and partial column tiles through the
-// AVX2 edges, windows that start mid-tile. Skipped where the CPU (or the OS) has no AMX-INT8.
-void check_amx(DType t) {
-  if (!cpu_features().amx_int8) GTEST_SKIP() << "no usable AMX-INT8 on this CPU";
-  const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, "amx");
+// Kernels over the AVX2 layouts that must give the AVX2 tiles' bits (same repack and
+// read-back): AMX-INT8 (packed_tiles_amx.cpp) and AVX-VNNI (packed_tiles_avxvnni.cpp). Cases: 16 x
+// 16 AMX tiles, odd block counts (the last block outside the pairs of C tiles), a last group of
+// 8 rows and partial column tiles through the edges, windows that start mid-tile. Neither has
+// GENIEX_AVX2_EXACT=1 kernels (the file-layout order).
+void check_same_bits(DType t, const char* isa) {
+  const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, isa);
   const cpu::PackedKernels* avx2 = cpu::packed_kernels_for_isa(t, "avx2");
   ASSERT_NE(amx, nullptr);
   ASSERT_NE(avx2, nullptr);
   EXPECT_EQ(amx->repack, avx2->repack);
   EXPECT_EQ(amx->dequantize_row, avx2->dequantize_row);
-  EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), amx);  // the layout the backend repacks into
   ::setenv("GENIEX_AVX2_EXACT", "1", 1);
-  EXPECT_EQ(cpu::packed_kernels_for_isa(t, "amx"), nullptr);
+  EXPECT_EQ(cpu::packed_kernels_for_isa(t, isa), nullptr);
   ::unsetenv("GENIEX_AVX2_EXACT");
   const cpu::TypeKernels* ref = cpu::kernels_for_isa(t, "scalar");
   ASSERT_NE(ref, nullptr);
@@ -299,11 +298,35 @@ void check_amx(DType t) {
   }
 }
 
+// AMX where the CPU and the OS allow it: also the layout the backend repacks into.
+void check_amx(DType t) {
+  if (!cpu_features().amx_int8) GTEST_SKIP() << "no usable AMX-INT8 on this CPU";
+  EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), cpu::packed_kernels_for_isa(t, "amx"));
+  check_same_bits(t, "amx");
+}
+
 TEST(AmxPacked, Q4_0) { check_amx(DType::Q4_0); }
 TEST(AmxPacked, Q4_1) { check_amx(DType::Q4_1); }
 TEST(AmxPacked, Q8_0) { check_amx(DType::Q8_0); }
 TEST(AmxPacked, Q5_0) { check_amx(DType::Q5_0); }
 TEST(AmxPacked, Q5_1) { check_amx(DType::Q5_1); }
+
+// AVX-VNNI: the backend's choice where there is no AMX (also with GENIEX_CPU_DISABLE=amx, which
+// this process may not have set: then only the kernels are checked).
+void check_avxvnni(DType t) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avxvnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-VNNI on this CPU";
+  if (!f.amx_int8) {
+    EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), cpu::packed_kernels_for_isa(t, "avxvnni"));
+  }
+  check_same_bits(t, "avxvnni");
+}
+
+TEST(AvxVnniPacked, Q4_0) { check_avxvnni(DType::Q4_0); }
+TEST(AvxVnniPacked, Q4_1) { check_avxvnni(DType::Q4_1); }
+TEST(AvxVnniPacked, Q8_0) { check_avxvnni(DType::Q8_0); }
+TEST(AvxVnniPacked, Q5_0) { check_avxvnni(DType::Q5_0); }
+TEST(AvxVnniPacked, Q5_1) { check_avxvnni(DType::Q5_1); }
 
 // The dispatcher honours GENIEX_REPACK=0 (file layout kept).
 TEST(Avx2Packed, RepackCanBeDisabled) {

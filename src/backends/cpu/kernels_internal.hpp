@@ -51,6 +51,11 @@ namespace avx512vnni {
 // As avx512::packed_kernels with VNNI dot products (the CPU must have AVX-512 VNNI).
 const PackedKernels* packed_kernels(DType t);
 }  // namespace avx512vnni
+namespace avxvnni {
+// The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 (same repack and row read-back, same
+// bits) with AVX-VNNI tiles (packed_tiles_avxvnni.cpp); the CPU must report avxvnni.
+const PackedKernels* packed_kernels(DType t);
+}  // namespace avxvnni
 namespace amx {
 // The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 and the K layouts of Q4_K, Q5_K, Q6_K
 // (same repack and row read-back) with an AMX-INT8 prefill gemm (packed_tiles_amx.cpp) whose

@@ -30,6 +30,7 @@
 #include <new>
 
 #include "backends/cpu/kernels_internal.hpp"
+#include "core/cpu_features.hpp"
 #include "quant/quant.hpp"
 #include "quant/quant_k.hpp"
 
@@ -253,12 +254,19 @@ inline void finish_block(const int32_t* cb, __m512 dw, __m512 mw, const float* d
   }
 }
 
+// The 32-element layouts' tiles for decode and edges: AVX-VNNI where the CPU has it (every AMX
+// CPU so far does, unless GENIEX_CPU_DISABLE=avxvnni), else AVX2; the same bits either way.
+const PackedKernels* edge_kernels(DType t) {
+  static const bool vnni = cpu_features().avxvnni;
+  return vnni ? avxvnni::packed_kernels(t) : avx2::packed_kernels(t, false);
+}
+
 template <Fmt F>
 void gemm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
           float* out, int64_t out_stride) {
   using T = Traits<F>;
   using L = Layout<F>;
-  const PackedKernels* edge = avx2::packed_kernels(T::kType, false);
+  const PackedKernels* edge = edge_kernels(T::kType);
   const int64_t row_tiles = n_rows / kTile;
   const int64_t col_tiles = n_cols / kTile;
   const auto* wb = static_cast<const uint8_t*>(w);
