@@ -62,10 +62,12 @@ void q6_k_col16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t*
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * kQ6KBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * kQ6KBlock;
-    // Decode streams the weights: fetch two super-blocks ahead in both groups.
+    // Decode streams the weights: in both groups, the lines from 512 bytes into this
+    // super-block to 512 bytes into the next (as the AVX2 K tiles; two super-blocks ahead,
+    // ~3.4 KB, measured 20-30% slower on the 1B Q4_K_M decode, bench/LOG.md).
     for (size_t o = 0; o < kQ6KBlock; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(b0 + 2 * kQ6KBlock + o), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b1 + 2 * kQ6KBlock + o), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b0 + 512 + o), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b1 + 512 + o), _MM_HINT_T0);
     }
     const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
     __m512i isum = _mm512_setzero_si512();
