@@ -54,6 +54,10 @@ inline __m512i hi_u8(int i, int k) {
 
 inline void keep(__m512i& v) { __asm__("" : "+v"(v)); }
 
+// Decode prefetch distance in bytes, as the AVX2 K tiles' kPrefetchBytes (bench/LOG.md, twelfth
+// session: two super-blocks ahead, ~3.4 KB, was 20-30% slower on the 1B Q4_K_M decode).
+constexpr size_t kPrefetchBytes = 512;
+
 // Rows of groups g0 (0..7) and g1 (8..15), nb super-blocks, times one Q8_K column a -> out[0..15].
 void q6_k_col16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, float* out) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -62,12 +66,11 @@ void q6_k_col16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t*
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * kQ6KBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * kQ6KBlock;
-    // Decode streams the weights: in both groups, the lines from 512 bytes into this
-    // super-block to 512 bytes into the next (as the AVX2 K tiles; two super-blocks ahead,
-    // ~3.4 KB, measured 20-30% slower on the 1B Q4_K_M decode, bench/LOG.md).
+    // Decode streams the weights: in both groups, the lines from kPrefetchBytes into this
+    // super-block to kPrefetchBytes into the next.
     for (size_t o = 0; o < kQ6KBlock; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(b0 + 512 + o), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(b1 + 512 + o), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b0 + kPrefetchBytes + o), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b1 + kPrefetchBytes + o), _MM_HINT_T0);
     }
     const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
     __m512i isum = _mm512_setzero_si512();

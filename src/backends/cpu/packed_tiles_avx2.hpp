@@ -9,10 +9,8 @@
 // same instructions in the same order.
 //
 // Expects <immintrin.h>, <algorithm>, <cstring>, <vector>, kernels_internal.hpp and
-// quant/quant.hpp to be included.
-//
-// AVX2 packed 8-row layouts and their register tiles, for CPUs with AVX2+FMA+F16C (chosen when
-// no AVX-512 layout serves the type; see packed.hpp for those, which these do not share).
+// quant/quant.hpp to be included. The AVX-512 x8 layouts (packed.hpp) are separate and not
+// shared with these.
 //
 // Layouts: rows in groups of 8; per group and 32-element block (the size of the file's 8 blocks,
 // so row r, a multiple of 8, still starts at r * row_bytes):
@@ -29,8 +27,8 @@
 // shift and one and per nibble vector.
 //
 // Tile: 8 rows x C columns (C <= 4). Per block each quant vector is decoded once and multiplied
-// (maddubs) with every column's broadcast activation dword. The 4-bit products are summed in i16
-// over the whole block (at most 8 x 2 x 15 x 128 = 30720 for Q4; Q5 in two halves of at most
+// (maddubs, or dpbusd with VNNI) with every column's broadcast activation dword. Without VNNI,
+// the 4-bit products are summed in i16 over the whole block (at most 8 x 2 x 15 x 128 = 30720 for Q4; Q5 in two halves of at most
 // 4 x 2 x 31 x 128 = 31744: no saturation), then one madd gives each row's exact block sum in its
 // i32 lane. Q8_0 uses maddubs(|w|, a * sign(w)), whose pairs already fill i16: one madd per
 // vector. The offsets of Q4_0 / Q5_0 (8, 16) come off as an exact -offset * sum(a) per column and
@@ -44,7 +42,6 @@
 // SmolLM2 amplifies such differences in long greedy runs (LlamaCppParity's teacher-forced
 // near-ties). GENIEX_AVX2_EXACT=1 selects tile_exact for every column instead: the file layout's
 // arithmetic bit for bit, at about half the tiles' prefill speed.
-
 
 enum class Fmt { Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 };
 
