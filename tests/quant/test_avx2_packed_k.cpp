@@ -203,13 +203,13 @@ TEST(Avx2PackedK, Q6_KQuantized) { check_packed_k(DType::Q6_K, Fill::Quantized);
 TEST(Avx2PackedK, Q6_KRandomBytes) { check_packed_k(DType::Q6_K, Fill::RandomBytes); }
 TEST(Avx2PackedK, Q6_KExtreme) { check_packed_k(DType::Q6_K, Fill::Extreme); }
 
-// The AMX-INT8 K kernels (packed_tiles_amx.cpp): the AVX2 K layouts' repack and read-back, and
-// a gemm whose every output is the AVX2 K tiles' bits, including a last group of 8 rows and
-// partial column tiles (the AVX2 edges) and windows of columns starting mid-tile. Skipped where
-// the CPU (or the OS) has no usable AMX-INT8.
-void check_amx_k(DType t, Fill fill) {
-  if (!cpu_features().amx_int8) GTEST_SKIP() << "no usable AMX-INT8 on this CPU";
-  const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, "amx");
+// K kernels over the AVX2 K layouts that must give the AVX2 K tiles' bits: the AMX-INT8 gemm
+// (packed_tiles_amx.cpp) and the AVX-VNNI tiles (packed_k_tiles_avxvnni.cpp). The same repack
+// and read-back, and a gemm whose every output is the AVX2 K tiles' bits, including a last group
+// of 8 rows and partial column tiles (the edges, 1 to 3 columns) and windows of columns starting
+// mid-tile.
+void check_k_same_bits(DType t, Fill fill, const char* isa) {
+  const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, isa);
   const cpu::PackedKernels* avx2 = cpu::packed_kernels_for_isa(t, "avx2");
   ASSERT_NE(amx, nullptr);
   ASSERT_NE(avx2, nullptr);
@@ -254,6 +254,19 @@ void check_amx_k(DType t, Fill fill) {
       }
     }
   }
+}
+
+// AMX: skipped where the CPU (or the OS) has no usable AMX-INT8.
+void check_amx_k(DType t, Fill fill) {
+  if (!cpu_features().amx_int8) GTEST_SKIP() << "no usable AMX-INT8 on this CPU";
+  check_k_same_bits(t, fill, "amx");
+}
+
+// AVX-VNNI: skipped where CPUID does not report it (or GENIEX_CPU_DISABLE=avxvnni).
+void check_avxvnni_k(DType t, Fill fill) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avxvnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-VNNI on this CPU";
+  check_k_same_bits(t, fill, "avxvnni");
 }
 
 // The AVX-512 Q6_K decode tile (packed_k_tiles_avx512.cpp): one column at a time, pairs of 8-row
@@ -305,6 +318,16 @@ TEST(AmxPackedK, Q6_KQuantized) { check_amx_k(DType::Q6_K, Fill::Quantized); }
 TEST(AmxPackedK, Q6_KExtreme) { check_amx_k(DType::Q6_K, Fill::Extreme); }
 TEST(AmxPackedK, Q6_KRandomBytes) { check_amx_k(DType::Q6_K, Fill::RandomBytes); }
 
+TEST(AvxVnniPackedK, Q4_KQuantized) { check_avxvnni_k(DType::Q4_K, Fill::Quantized); }
+TEST(AvxVnniPackedK, Q4_KExtreme) { check_avxvnni_k(DType::Q4_K, Fill::Extreme); }
+TEST(AvxVnniPackedK, Q4_KRandomBytes) { check_avxvnni_k(DType::Q4_K, Fill::RandomBytes); }
+TEST(AvxVnniPackedK, Q5_KQuantized) { check_avxvnni_k(DType::Q5_K, Fill::Quantized); }
+TEST(AvxVnniPackedK, Q5_KExtreme) { check_avxvnni_k(DType::Q5_K, Fill::Extreme); }
+TEST(AvxVnniPackedK, Q5_KRandomBytes) { check_avxvnni_k(DType::Q5_K, Fill::RandomBytes); }
+TEST(AvxVnniPackedK, Q6_KQuantized) { check_avxvnni_k(DType::Q6_K, Fill::Quantized); }
+TEST(AvxVnniPackedK, Q6_KExtreme) { check_avxvnni_k(DType::Q6_K, Fill::Extreme); }
+TEST(AvxVnniPackedK, Q6_KRandomBytes) { check_avxvnni_k(DType::Q6_K, Fill::RandomBytes); }
+
 // The CPU backend picks these layouts for K-quant matrices (rows a multiple of 8), and not
 // with GENIEX_REPACK=0.
 TEST(Avx2PackedK, Selection) {
@@ -325,10 +348,11 @@ TEST(Avx2PackedK, Selection) {
   }
   ASSERT_NE(q4, nullptr);
   ASSERT_NE(q6, nullptr);
-  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm; on other AVX-512
-  // CPUs Q6_K's comes with the 16-row decode tile.
+  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm, else with the
+  // AVX-VNNI tiles where the CPU has them; on AVX-512 CPUs without AMX Q6_K's comes with the
+  // 16-row decode tile.
   const CpuFeatures& f = cpu_features();
-  const std::string sfx = f.amx_int8 ? "_amx" : "";
+  const std::string sfx = f.amx_int8 ? "_amx" : f.avxvnni ? "_vnni" : "";
   EXPECT_EQ(q4->name, "q4_kx8" + sfx);
   EXPECT_EQ(q6->name, "q6_kx8" + (f.amx_int8 ? sfx : f.avx512f && f.avx512bw ? std::string("_avx512") : sfx));
   ASSERT_NE(q5, nullptr);

@@ -55,6 +55,9 @@ namespace avxvnni {
 // The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 (same repack and row read-back, same
 // bits) with AVX-VNNI tiles (packed_tiles_avxvnni.cpp); the CPU must report avxvnni.
 const PackedKernels* packed_kernels(DType t);
+// The K-quant layouts of Q4_K, Q5_K, Q6_K (packed_k.cpp's repack, same bits as
+// avx2::packed_kernels_k) with AVX-VNNI tiles (packed_k_tiles_avxvnni.cpp).
+const PackedKernels* packed_kernels_k(DType t);
 }  // namespace avxvnni
 namespace amx {
 // The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 and the K layouts of Q4_K, Q5_K, Q6_K

@@ -302,7 +302,9 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   if (std::strcmp(isa, "avxvnni") == 0) {
     // The AVX2 layouts' tiles with AVX-VNNI dot products: the same bits, so the file-layout
     // order of GENIEX_AVX2_EXACT=1 is not theirs to give.
-    return f.avxvnni && f.avx2 && f.fma && f.f16c && !avx2_exact() ? avxvnni::packed_kernels(t) : nullptr;
+    if (!(f.avxvnni && f.avx2 && f.fma && f.f16c) || avx2_exact()) return nullptr;
+    if (const PackedKernels* k = avxvnni::packed_kernels(t)) return k;
+    return avxvnni::packed_kernels_k(t);
   }
   if (std::strcmp(isa, "avx2") == 0) {
     if (!(f.avx2 && f.fma && f.f16c)) return nullptr;
@@ -326,6 +328,10 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows) {
   if (repack_disabled() || n % 32 != 0 || n_rows % 8 != 0) return nullptr;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "amx")) return k;
+  // Q6_K: AVX-512's 16-row decode tile (its prefill runs the AVX-VNNI or AVX2 8-row tiles).
+  if (t == DType::Q6_K) {
+    if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512")) return k;
+  }
   // AVX-VNNI's 256-bit tiles over the AVX2 layouts before the AVX-512 x8 layouts: on an
   // AVX-512 CPU with both, they measured faster (bench_kernels, 8192 x 2048 x 128, one thread:
   // Q4_0 208 against 172 GOP/s, Q4_1 208 against 150, Q8_0 144 against 149).

@@ -498,9 +498,11 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
             float* out, int64_t out_stride) {
   using T = KTraits<F>;
   constexpr size_t kTileBytes = static_cast<size_t>(T::kSubK) * kTile;
-  // Decode and edges: the AVX-512 16-row tile where there is one (Q6_K), else the AVX2 K tiles.
+  // Decode and edges: the AVX-512 16-row tile where there is one (Q6_K), else the K tiles with
+  // AVX-VNNI where the CPU has it, else the AVX2 K tiles (the same bits).
+  static const bool vnni = cpu_features().avxvnni;
   const PackedKernels* edge = avx512::packed_kernels_k(T::kType);
-  if (edge == nullptr) edge = avx2::packed_kernels_k(T::kType);
+  if (edge == nullptr) edge = vnni ? avxvnni::packed_kernels_k(T::kType) : avx2::packed_kernels_k(T::kType);
   const int64_t row_tiles = n_rows / kTile;
   const int64_t col_tiles = n_cols / kTile;
   const auto* wb = static_cast<const uint8_t*>(w);
