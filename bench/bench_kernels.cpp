@@ -94,11 +94,12 @@ BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
 // SmolLM2 and Llama-3.2-1B shapes. args: weight type id, rows, n, cols, isa (0 avx2 file layout,
 // 1 avx512 packed, 2 avx512vnni packed, 3 avx2 packed: packed_tiles_avx2.cpp / packed_k_tiles_avx2.cpp,
 // 4 the same layouts with the AMX-INT8 gemm: packed_tiles_amx.cpp, 5 the same layouts with the
-// AVX-VNNI tiles: packed_tiles_avxvnni.cpp).
+// AVX-VNNI tiles: packed_tiles_avxvnni.cpp, 6 the same layouts with 16-row zmm tiles:
+// packed_tiles16_avx512vnni.cpp).
 void BM_gemm_packed(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t rows = state.range(1), n = state.range(2), cols = state.range(3);
-  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni"};
+  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16"};
   const char* isa = isas[state.range(4)];
   const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for_isa(type, "avx2");
   const geniex::cpu::PackedKernels* pk = state.range(4) == 0 ? nullptr : geniex::cpu::packed_kernels_for_isa(type, isa);
@@ -129,7 +130,7 @@ void BM_gemm_packed(benchmark::State& state) {
 
 void gemm_packed_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    for (int64_t isa : {0, 1, 2, 3, 4, 5}) {
+    for (int64_t isa : {0, 1, 2, 3, 4, 5, 6}) {
       for (int64_t cols : {1, 128, 512}) {
         if (cols == 512 && isa < 3) continue;  // prefill-size batches: the AVX2 layouts, AMX, VNNI
         // K-quant rows need n % 256 == 0 (SmolLM2's 576 is not).

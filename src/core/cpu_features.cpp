@@ -85,6 +85,7 @@ CpuFeatures detect() {
     if (disabled(list, "fma")) f.fma = false;
     if (disabled(list, "f16c")) f.f16c = false;
     if (disabled(list, "avx512")) f.avx512f = f.avx512bw = f.avx512vnni = false;
+    if (disabled(list, "avx512vnni")) f.avx512vnni = false;
     if (disabled(list, "avxvnni")) f.avxvnni = false;
     if (disabled(list, "amx")) f.amx_int8 = false;
     if (disabled(list, "dotprod")) f.arm_dotprod = false;

@@ -311,12 +311,13 @@ TEST(AmxPacked, Q8_0) { check_amx(DType::Q8_0); }
 TEST(AmxPacked, Q5_0) { check_amx(DType::Q5_0); }
 TEST(AmxPacked, Q5_1) { check_amx(DType::Q5_1); }
 
-// AVX-VNNI: the backend's choice where there is no AMX (also with GENIEX_CPU_DISABLE=amx, which
-// this process may not have set: then only the kernels are checked).
+// AVX-VNNI: the backend's choice where there is neither AMX nor AVX-512 VNNI (also with
+// GENIEX_CPU_DISABLE=amx,avx512vnni, which this process may not have set: then only the kernels
+// are checked).
 void check_avxvnni(DType t) {
   const CpuFeatures& f = cpu_features();
   if (!(f.avxvnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-VNNI on this CPU";
-  if (!f.amx_int8) {
+  if (!f.amx_int8 && !(f.avx512f && f.avx512bw && f.avx512vnni)) {
     EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), cpu::packed_kernels_for_isa(t, "avxvnni"));
   }
   check_same_bits(t, "avxvnni");
@@ -327,6 +328,23 @@ TEST(AvxVnniPacked, Q4_1) { check_avxvnni(DType::Q4_1); }
 TEST(AvxVnniPacked, Q8_0) { check_avxvnni(DType::Q8_0); }
 TEST(AvxVnniPacked, Q5_0) { check_avxvnni(DType::Q5_0); }
 TEST(AvxVnniPacked, Q5_1) { check_avxvnni(DType::Q5_1); }
+
+// The 16-row zmm tiles (packed_tiles16_avx512vnni.cpp): the backend's choice on AVX-512 VNNI
+// CPUs without AMX. Pairs of 8-row groups and a last odd group (the 8-row tile), as above.
+void check_avx512vnni16(DType t) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx512f && f.avx512bw && f.avx512vnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  if (!f.amx_int8) {
+    EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), cpu::packed_kernels_for_isa(t, "avx512vnni16"));
+  }
+  check_same_bits(t, "avx512vnni16");
+}
+
+TEST(Avx512Vnni16Packed, Q4_0) { check_avx512vnni16(DType::Q4_0); }
+TEST(Avx512Vnni16Packed, Q4_1) { check_avx512vnni16(DType::Q4_1); }
+TEST(Avx512Vnni16Packed, Q8_0) { check_avx512vnni16(DType::Q8_0); }
+TEST(Avx512Vnni16Packed, Q5_0) { check_avx512vnni16(DType::Q5_0); }
+TEST(Avx512Vnni16Packed, Q5_1) { check_avx512vnni16(DType::Q5_1); }
 
 // The dispatcher honours GENIEX_REPACK=0 (file layout kept).
 TEST(Avx2Packed, RepackCanBeDisabled) {

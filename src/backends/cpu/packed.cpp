@@ -295,6 +295,11 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
     return avx512::packed_kernels_k(t);  // Q6_K: the AVX2 K layout with a 16-row decode tile
   }
   if (std::strcmp(isa, "avx512vnni") == 0) return avx512 && f.avx512vnni ? avx512vnni::packed_kernels(t) : nullptr;
+  if (std::strcmp(isa, "avx512vnni16") == 0) {
+    // The AVX2 layouts' bits (their 16-row zmm tiles): not the file-layout order of
+    // GENIEX_AVX2_EXACT=1.
+    return avx512 && f.avx512vnni && !avx2_exact() ? avx512vnni::packed_kernels_16(t) : nullptr;
+  }
   if (std::strcmp(isa, "amx") == 0) {
     // The AVX2 layouts' bits: with GENIEX_AVX2_EXACT=1 the file-layout order is wanted instead.
     return f.amx_int8 && !avx2_exact() ? amx::packed_kernels(t) : nullptr;
@@ -335,6 +340,9 @@ const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows) {
   // AVX-VNNI's 256-bit tiles over the AVX2 layouts before the AVX-512 x8 layouts: on an
   // AVX-512 CPU with both, they measured faster (bench_kernels, 8192 x 2048 x 128, one thread:
   // Q4_0 208 against 172 GOP/s, Q4_1 208 against 150, Q8_0 144 against 149).
+  // 16-row zmm tiles over the AVX2 layouts where AVX-512 VNNI exists: bench_kernels, 8192 x 2048
+  // x 128, one thread, against the 8-row AVX-VNNI tiles (see bench/LOG.md).
+  if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni16")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avxvnni")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512")) return k;

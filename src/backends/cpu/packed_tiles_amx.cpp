@@ -254,11 +254,13 @@ inline void finish_block(const int32_t* cb, __m512 dw, __m512 mw, const float* d
   }
 }
 
-// The 32-element layouts' tiles for decode and edges: AVX-VNNI where the CPU has it (every AMX
-// CPU so far does, unless GENIEX_CPU_DISABLE=avxvnni), else AVX2; the same bits either way.
+// The 32-element layouts' tiles for decode and edges: the 16-row AVX-512 VNNI tiles where the
+// CPU has them (every AMX CPU so far does, unless GENIEX_CPU_DISABLE=avx512vnni), else the 8-row
+// AVX-VNNI ones, else AVX2; the same bits either way.
 const PackedKernels* edge_kernels(DType t) {
+  static const bool zmm = cpu_features().avx512vnni;
   static const bool vnni = cpu_features().avxvnni;
-  return vnni ? avxvnni::packed_kernels(t) : avx2::packed_kernels(t, false);
+  return zmm ? avx512vnni::packed_kernels_16(t) : vnni ? avxvnni::packed_kernels(t) : avx2::packed_kernels(t, false);
 }
 
 template <Fmt F>

@@ -43,6 +43,17 @@
 // near-ties). GENIEX_AVX2_EXACT=1 selects tile_exact for every column instead: the file layout's
 // arithmetic bit for bit, at about half the tiles' prefill speed.
 
+#if GENIEX_TILES_VNNI
+// The 256-bit vpdpbusd: EVEX (AVX-512 VNNI + VL) where the includer is compiled for AVX-512 VNNI
+// (packed_tiles16_avx512vnni.cpp, whose last odd group runs these tiles), else VEX (AVX-VNNI).
+// The same instruction and result either way.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define geniex_dpbusd256 _mm256_dpbusd_epi32
+#else
+#define geniex_dpbusd256 _mm256_dpbusd_avx_epi32
+#endif
+#endif
+
 enum class Fmt { Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 };
 
 // Formats with a per-row min (m_w s_a term) and with a fifth bit per quant.
@@ -277,7 +288,7 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
           // Two chains per column (even and odd j): dpbusd's latency, not its rate, would
           // otherwise bound a block.
           __m256i& d = j % 2 == 0 ? sum[c] : sum2[c];
-          d = _mm256_dpbusd_avx_epi32(j < 2 ? _mm256_setzero_si256() : d, aw, as);
+          d = geniex_dpbusd256(j < 2 ? _mm256_setzero_si256() : d, aw, as);
           pin(d);
 #else
           const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, as), ones16);
@@ -314,7 +325,7 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
 #if GENIEX_TILES_VNNI
             // Two chains per column (low and high nibbles), as for Q8_0 above.
             __m256i& d = h == 0 ? sum[c] : sum2[c];
-            d = _mm256_dpbusd_avx_epi32(j == 0 ? _mm256_setzero_si256() : d, u, bcast32(ap[c] + 16 * h + 4 * j));
+            d = geniex_dpbusd256(j == 0 ? _mm256_setzero_si256() : d, u, bcast32(ap[c] + 16 * h + 4 * j));
             pin(d);
 #else
             const __m256i p = _mm256_maddubs_epi16(u, bcast32(ap[c] + 16 * h + 4 * j));
@@ -482,3 +493,7 @@ void gemm(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const v
     }
   }
 }
+
+#if GENIEX_TILES_VNNI
+#undef geniex_dpbusd256
+#endif
