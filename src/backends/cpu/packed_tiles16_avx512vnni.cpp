@@ -80,7 +80,15 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
     }
     const uint8_t* ap[C];
     for (int c = 0; c < C; ++c) ap[c] = a + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
-    __m512i sum[C], sum2[C];
+    // One dpbusd chain per column for the 4- and 5-bit formats (a block's chain starts afresh, so
+    // consecutive blocks overlap), started at Q4_0's / Q5_0's exact offset correction; Q8_0 (8
+    // vectors a block, each with its sign step) in two chains, even and odd vectors.
+    __m512i sum[C];
+    [[maybe_unused]] __m512i sum2[C];
+    for (int c = 0; c < C; ++c) {
+      sum[c] = (F == Fmt::Q4_0 || F == Fmt::Q5_0) ? _mm512_set1_epi32(tm[c * tm_stride + b].corr) : zero;
+      if constexpr (F == Fmt::Q8_0) sum2[c] = zero;
+    }
     if constexpr (F == Fmt::Q8_0) {
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
@@ -92,7 +100,7 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
           const __m512i av = bcast32z(ap[c] + 4 * j);
           const __m512i as = _mm512_mask_sub_epi8(av, neg, zero, av);
           __m512i& d = j % 2 == 0 ? sum[c] : sum2[c];
-          d = _mm512_dpbusd_epi32(j < 2 ? zero : d, aw, as);
+          d = _mm512_dpbusd_epi32(d, aw, as);
           pin512(d);
         }
       }
@@ -119,9 +127,8 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
           }
 #pragma GCC unroll 4
           for (int c = 0; c < C; ++c) {
-            __m512i& d = h == 0 ? sum[c] : sum2[c];
-            d = _mm512_dpbusd_epi32(j == 0 ? zero : d, u, bcast32z(ap[c] + 16 * h + 4 * j));
-            pin512(d);
+            sum[c] = _mm512_dpbusd_epi32(sum[c], u, bcast32z(ap[c] + 16 * h + 4 * j));
+            pin512(sum[c]);
           }
         }
       }
@@ -132,9 +139,9 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const ActTerm& t = tm[c * tm_stride + b];
-      __m512i s = _mm512_add_epi32(sum[c], sum2[c]);
-      if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) s = _mm512_add_epi32(s, _mm512_set1_epi32(t.corr));
-      acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d)), _mm512_cvtepi32_ps(s), acc[c]);
+      __m512i si = sum[c];
+      if constexpr (F == Fmt::Q8_0) si = _mm512_add_epi32(si, sum2[c]);
+      acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d)), _mm512_cvtepi32_ps(si), acc[c]);
       if constexpr (has_min(F)) acc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(t.s), acc[c]);
     }
   }
