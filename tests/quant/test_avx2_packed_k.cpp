@@ -269,6 +269,13 @@ void check_avxvnni_k(DType t, Fill fill) {
   check_k_same_bits(t, fill, "avxvnni");
 }
 
+// The 16-row AVX-512 VNNI K tiles (Q4_K, Q5_K): skipped without AVX-512 VNNI.
+void check_avx512vnni16_k(DType t, Fill fill) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx512f && f.avx512bw && f.avx512vnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_k_same_bits(t, fill, "avx512vnni16");
+}
+
 // The AVX-512 Q6_K decode tile (packed_k_tiles_avx512.cpp): one column at a time, pairs of 8-row
 // groups and a last odd group, the AVX2 K tile's bits. Skipped without AVX-512 F + BW.
 void check_avx512_q6_k(Fill fill) {
@@ -328,6 +335,13 @@ TEST(AvxVnniPackedK, Q6_KQuantized) { check_avxvnni_k(DType::Q6_K, Fill::Quantiz
 TEST(AvxVnniPackedK, Q6_KExtreme) { check_avxvnni_k(DType::Q6_K, Fill::Extreme); }
 TEST(AvxVnniPackedK, Q6_KRandomBytes) { check_avxvnni_k(DType::Q6_K, Fill::RandomBytes); }
 
+TEST(Avx512Vnni16PackedK, Q4_KQuantized) { check_avx512vnni16_k(DType::Q4_K, Fill::Quantized); }
+TEST(Avx512Vnni16PackedK, Q4_KExtreme) { check_avx512vnni16_k(DType::Q4_K, Fill::Extreme); }
+TEST(Avx512Vnni16PackedK, Q4_KRandomBytes) { check_avx512vnni16_k(DType::Q4_K, Fill::RandomBytes); }
+TEST(Avx512Vnni16PackedK, Q5_KQuantized) { check_avx512vnni16_k(DType::Q5_K, Fill::Quantized); }
+TEST(Avx512Vnni16PackedK, Q5_KExtreme) { check_avx512vnni16_k(DType::Q5_K, Fill::Extreme); }
+TEST(Avx512Vnni16PackedK, Q5_KRandomBytes) { check_avx512vnni16_k(DType::Q5_K, Fill::RandomBytes); }
+
 // The CPU backend picks these layouts for K-quant matrices (rows a multiple of 8), and not
 // with GENIEX_REPACK=0.
 TEST(Avx2PackedK, Selection) {
@@ -348,13 +362,15 @@ TEST(Avx2PackedK, Selection) {
   }
   ASSERT_NE(q4, nullptr);
   ASSERT_NE(q6, nullptr);
-  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm, else with the
-  // AVX-VNNI tiles where the CPU has them; on AVX-512 CPUs without AMX Q6_K's comes with the
-  // 16-row decode tile.
+  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm, else Q4_K's and
+  // Q5_K's with the 16-row AVX-512 VNNI tiles, else with the AVX-VNNI tiles where the CPU has
+  // them; on AVX-512 CPUs without AMX Q6_K's comes with the 16-row decode tile.
   const CpuFeatures& f = cpu_features();
-  const std::string sfx = f.amx_int8 ? "_amx" : f.avxvnni ? "_vnni" : "";
+  const bool z16 = f.avx512f && f.avx512bw && f.avx512vnni;
+  const std::string sfx = f.amx_int8 ? "_amx" : z16 ? "_z16" : f.avxvnni ? "_vnni" : "";
   EXPECT_EQ(q4->name, "q4_kx8" + sfx);
-  EXPECT_EQ(q6->name, "q6_kx8" + (f.amx_int8 ? sfx : f.avx512f && f.avx512bw ? std::string("_avx512") : sfx));
+  const std::string sfx6 = f.amx_int8 ? "_amx" : f.avxvnni ? "_vnni" : "";
+  EXPECT_EQ(q6->name, "q6_kx8" + (f.amx_int8 ? sfx6 : f.avx512f && f.avx512bw ? std::string("_avx512") : sfx6));
   ASSERT_NE(q5, nullptr);
   EXPECT_EQ(q5->name, "q5_kx8" + sfx);
   EXPECT_EQ(odd, nullptr);

@@ -298,7 +298,9 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   if (std::strcmp(isa, "avx512vnni16") == 0) {
     // The AVX2 layouts' bits (their 16-row zmm tiles): not the file-layout order of
     // GENIEX_AVX2_EXACT=1.
-    return avx512 && f.avx512vnni && !avx2_exact() ? avx512vnni::packed_kernels_16(t) : nullptr;
+    if (!(avx512 && f.avx512vnni) || avx2_exact()) return nullptr;
+    if (const PackedKernels* k = avx512vnni::packed_kernels_16(t)) return k;
+    return avx512vnni::packed_kernels_k16(t);  // Q4_K, Q5_K
   }
   if (std::strcmp(isa, "amx") == 0) {
     // The AVX2 layouts' bits: with GENIEX_AVX2_EXACT=1 the file-layout order is wanted instead.

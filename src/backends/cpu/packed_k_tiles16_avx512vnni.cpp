@@ -1,0 +1,244 @@
+// 16-row AVX-512 VNNI tiles over the packed Q4_Kx8 and Q5_Kx8 layouts (packed_k.cpp): two
+// consecutive 8-row groups side by side in one zmm (rows 0-7 of the pair in i32 lanes 0-7, rows
+// 8-15 in lanes 8-15), so each vpdpbusd, each decode step and each float operation serves 16 rows
+// where the 8-row tiles of packed_k_tiles_avx2.hpp serve 8.
+//
+// Same bits as those tiles: per row, super-block and column the same exact i32 sums (each
+// sub-block's dpbusd sum times its scale, the min term of scale pairs against the activation's
+// sub-block sums), then the same float operations in the same order (d_w * d_a times the sum,
+// minus dmin_w * d_a times the min sum, per super-block). A last odd group of 8 rows runs the
+// 8-row kernels of the layout (AVX-VNNI's or AVX2's, the same bits).
+//
+// Compiled with AVX-512 F/BW/VL/VNNI and only called where cpu_features() reports them.
+#include <immintrin.h>
+
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside their own intrinsics (the
+// deliberately undefined "__Y" operands); nothing in this file is uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernels_internal.hpp"
+#include "backends/cpu/packed.hpp"
+#include "core/cpu_features.hpp"
+#include "quant/quant.hpp"
+
+namespace geniex::cpu::avx512vnni {
+namespace {
+
+constexpr size_t kActBytes = sizeof(quant::BlockQ8_K);  // f32 d, 256 qs, 16 bsums
+constexpr size_t kActQs = 4;
+constexpr size_t kActBsums = 4 + 256;
+constexpr size_t kQ4KBlock = 1152;  // group block: 8 rows x one super-block
+constexpr size_t kQ5KBlock = 1408;  // Q4_Kx8 plus 8 chunks of qh
+constexpr int kColTile = 4;
+// Decode prefetch distance in bytes on each of the two streams, as the 8-row K tiles'.
+constexpr size_t kPrefetchBytes = 512;
+
+// Per activation column and super-block: bsums[2j] + bsums[2j+1] as i16, j = 0..7. This file's
+// own type, so its std::vector is an internal-linkage instantiation.
+struct SubSums16 {
+  int16_t v[8];
+};
+
+inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
+}
+
+inline __m512 load_ph_pair(const uint8_t* p0, const uint8_t* p1) {
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
+                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
+  return _mm512_cvtph_ps(h);
+}
+
+inline __m512i bcast4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline float load_f32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Byte-shuffle patterns over registers with 4 bytes per row (row r in i32 lane r), the same in
+// every 128-bit lane: `base` names the bytes of lane 0 (0x80 zeroes).
+inline __m512i lane_pattern(uint32_t base) {
+  const __m512i lane = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c));
+  return _mm512_add_epi8(_mm512_set1_epi32(static_cast<int32_t>(base)), lane);
+}
+// Byte i of each lane zero-extended to an i32.
+inline __m512i u8_i32(int i) { return lane_pattern(0x80808000u | static_cast<uint32_t>(i)); }
+// Bytes i and k of each lane zero-extended to the two i16 halves.
+inline __m512i pair_u8(int i, int k) {
+  return lane_pattern(0x80008000u | static_cast<uint32_t>(k) << 16 | static_cast<uint32_t>(i));
+}
+
+inline void keep(__m512i& v) { __asm__("" : "+v"(v)); }
+
+template <int C, bool kFifth>
+void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, size_t as,
+                 const SubSums16* ss, int64_t ss_stride, float* out, int64_t os) {
+  constexpr size_t kBlock = kFifth ? kQ5KBlock : kQ4KBlock;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i m3f = _mm512_set1_epi8(0x3f);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  [[maybe_unused]] const __m512i m10 = _mm512_set1_epi8(0x10);
+  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* b0 = g0 + static_cast<size_t>(b) * kBlock;
+    const uint8_t* b1 = g1 + static_cast<size_t>(b) * kBlock;
+    if constexpr (C == 1) {
+      for (size_t o = 0; o < kBlock; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(b0 + kPrefetchBytes + o), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b1 + kPrefetchBytes + o), _MM_HINT_T0);
+      }
+    }
+    const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
+    const __m512i p0 = load_pair(b0 + 32, b1 + 32), p1 = load_pair(b0 + 64, b1 + 64), p2 = load_pair(b0 + 96, b1 + 96);
+    const __m512i sc_lo = _mm512_and_si512(p0, m3f);
+    const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(p2, low4), _mm512_and_si512(_mm512_srli_epi16(p0, 2), m30));
+    const __m512i mn_lo = _mm512_and_si512(p1, m3f);
+    const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p2, 4), low4),
+                                          _mm512_and_si512(_mm512_srli_epi16(p1, 2), m30));
+    // Min term: sum_j min_j * (bsums[2j] + bsums[2j+1]), two sub-blocks per vpdpwssd.
+    __m512i imin[C];
+#pragma GCC unroll 4
+    for (int jp = 0; jp < 4; ++jp) {
+      const __m512i mn = _mm512_shuffle_epi8(jp < 2 ? mn_lo : mn_hi, pair_u8(2 * (jp % 2), 2 * (jp % 2) + 1));
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const __m512i sp = bcast4(reinterpret_cast<const uint8_t*>(ss[c * ss_stride + b].v + 2 * jp));
+        imin[c] = _mm512_dpwssd_epi32(jp == 0 ? zero : imin[c], mn, sp);
+        keep(imin[c]);
+      }
+    }
+    __m512i isum[C];
+    const uint8_t* q0 = b0 + 128;
+    const uint8_t* q1 = b1 + 128;
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i sc = _mm512_shuffle_epi8(j < 4 ? sc_lo : sc_hi, u8_i32(j % 4));
+      __m512i s32[C];
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) {
+        const size_t off = static_cast<size_t>((j / 2) * 8 + s) * 32;
+        const __m512i raw = load_pair(q0 + off, q1 + off);
+        __m512i w = (j & 1) ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4) : _mm512_and_si512(raw, low4);
+        if constexpr (kFifth) {
+          // Bit j of each qh byte to bit 4 (16-bit shifts: what crosses a byte lands outside bit 4).
+          const __m512i hb = load_pair(b0 + 1152 + static_cast<size_t>(s) * 32, b1 + 1152 + static_cast<size_t>(s) * 32);
+          const __m512i h = j <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - j))
+                                   : _mm512_srli_epi16(hb, static_cast<unsigned>(j - 4));
+          w = _mm512_or_si512(w, _mm512_and_si512(h, m10));
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+          s32[c] = _mm512_dpbusd_epi32(s == 0 ? zero : s32[c], w, bcast4(ab + c * as + kActQs + 32 * j + 4 * s));
+          keep(s32[c]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const __m512i t = _mm512_mullo_epi32(s32[c], sc);
+        isum[c] = j == 0 ? t : _mm512_add_epi32(isum[c], t);
+        keep(isum[c]);
+      }
+    }
+    const __m512 dw = load_ph_pair(b0, b1);
+    const __m512 mw = load_ph_pair(b0 + 16, b1 + 16);
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const __m512 da = _mm512_set1_ps(load_f32(ab + c * as));
+      acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+      acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(mw, da), _mm512_cvtepi32_ps(imin[c]), acc[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+}
+
+// Pairs of 8-row groups through the 16-row tiles, columns in L2-sized blocks as in the 8-row
+// driver; a last odd group through the layout's 8-row kernels.
+template <bool kFifth>
+void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
+              float* out, int64_t out_stride) {
+  constexpr size_t kBlock = kFifth ? kQ5KBlock : kQ4KBlock;
+  constexpr DType kType = kFifth ? DType::Q5_K : DType::Q4_K;
+  static const PackedKernels* base =
+      cpu_features().avxvnni ? avxvnni::packed_kernels_k(kType) : avx2::packed_kernels_k(kType);
+  const int64_t nb = n / 256;
+  const int64_t pairs = n_rows / 16;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(a);
+  if (pairs > 0) {
+    thread_local std::vector<SubSums16> sums;
+    const auto total = static_cast<size_t>(n_cols * nb);
+    if (sums.size() < total) sums.resize(total);
+    for (int64_t c = 0; c < n_cols; ++c) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const auto* bs = reinterpret_cast<const int16_t*>(ab + static_cast<size_t>(c) * a_stride +
+                                                          static_cast<size_t>(b) * kActBytes + kActBsums);
+        SubSums16& d = sums[static_cast<size_t>(c * nb + b)];
+        for (int j = 0; j < 8; ++j) d.v[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);
+      }
+    }
+    const SubSums16* ss = sums.data();
+    const size_t group_bytes = static_cast<size_t>(nb) * kBlock;
+    const int64_t cb = std::max<int64_t>(kColTile, static_cast<int64_t>((256 << 10) / std::max<size_t>(a_stride, 1)) /
+                                                       kColTile * kColTile);
+    for (int64_t cb0 = 0; cb0 < n_cols; cb0 += cb) {
+      const int64_t cb1 = std::min(n_cols, cb0 + cb);
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint8_t* g0 = wb + static_cast<size_t>(2 * p) * group_bytes;
+        const uint8_t* g1 = g0 + group_bytes;
+        float* og = out + p * 16;
+        int64_t c = cb0;
+        for (; c + kColTile <= cb1; c += kColTile) {
+          q4_k_tile16<kColTile, kFifth>(nb, g0, g1, ab + static_cast<size_t>(c) * a_stride, a_stride, ss + c * nb, nb,
+                                        og + c * out_stride, out_stride);
+        }
+        const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
+        const SubSums16* sc = ss + c * nb;
+        switch (cb1 - c) {
+          case 3: q4_k_tile16<3, kFifth>(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+          case 2: q4_k_tile16<2, kFifth>(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+          case 1: q4_k_tile16<1, kFifth>(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+          default: break;
+        }
+      }
+    }
+  }
+  if (n_rows > 16 * pairs) {
+    base->gemm(n, wb + static_cast<size_t>(16 * pairs) * w_stride, w_stride, n_rows - 16 * pairs, a, a_stride, n_cols,
+               out + 16 * pairs, out_stride);
+  }
+}
+
+}  // namespace
+
+const PackedKernels* packed_kernels_k16(DType t) {
+  static const PackedKernels q4_k = [] {
+    const PackedKernels* b = avx2::packed_kernels_k(DType::Q4_K);
+    return PackedKernels{"q4_kx8_z16", &gemm_k16<false>, b->dequantize_row, b->repack};
+  }();
+  static const PackedKernels q5_k = [] {
+    const PackedKernels* b = avx2::packed_kernels_k(DType::Q5_K);
+    return PackedKernels{"q5_kx8_z16", &gemm_k16<true>, b->dequantize_row, b->repack};
+  }();
+  switch (t) {
+    case DType::Q4_K: return &q4_k;
+    case DType::Q5_K: return &q5_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace geniex::cpu::avx512vnni
