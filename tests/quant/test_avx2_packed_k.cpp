@@ -269,7 +269,7 @@ void check_avxvnni_k(DType t, Fill fill) {
   check_k_same_bits(t, fill, "avxvnni");
 }
 
-// The 16-row AVX-512 VNNI K tiles (Q4_K, Q5_K): skipped without AVX-512 VNNI.
+// The 16-row AVX-512 VNNI K tiles (Q4_K, Q5_K, Q6_K): skipped without AVX-512 VNNI.
 void check_avx512vnni16_k(DType t, Fill fill) {
   const CpuFeatures& f = cpu_features();
   if (!(f.avx512f && f.avx512bw && f.avx512vnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
@@ -341,6 +341,9 @@ TEST(Avx512Vnni16PackedK, Q4_KRandomBytes) { check_avx512vnni16_k(DType::Q4_K, F
 TEST(Avx512Vnni16PackedK, Q5_KQuantized) { check_avx512vnni16_k(DType::Q5_K, Fill::Quantized); }
 TEST(Avx512Vnni16PackedK, Q5_KExtreme) { check_avx512vnni16_k(DType::Q5_K, Fill::Extreme); }
 TEST(Avx512Vnni16PackedK, Q5_KRandomBytes) { check_avx512vnni16_k(DType::Q5_K, Fill::RandomBytes); }
+TEST(Avx512Vnni16PackedK, Q6_KQuantized) { check_avx512vnni16_k(DType::Q6_K, Fill::Quantized); }
+TEST(Avx512Vnni16PackedK, Q6_KExtreme) { check_avx512vnni16_k(DType::Q6_K, Fill::Extreme); }
+TEST(Avx512Vnni16PackedK, Q6_KRandomBytes) { check_avx512vnni16_k(DType::Q6_K, Fill::RandomBytes); }
 
 // The CPU backend picks these layouts for K-quant matrices (rows a multiple of 8), and not
 // with GENIEX_REPACK=0.
@@ -369,8 +372,7 @@ TEST(Avx2PackedK, Selection) {
   const bool z16 = f.avx512f && f.avx512bw && f.avx512vnni;
   const std::string sfx = f.amx_int8 ? "_amx" : z16 ? "_z16" : f.avxvnni ? "_vnni" : "";
   EXPECT_EQ(q4->name, "q4_kx8" + sfx);
-  const std::string sfx6 = f.amx_int8 ? "_amx" : f.avxvnni ? "_vnni" : "";
-  EXPECT_EQ(q6->name, "q6_kx8" + (f.amx_int8 ? sfx6 : f.avx512f && f.avx512bw ? std::string("_avx512") : sfx6));
+  EXPECT_EQ(q6->name, "q6_kx8" + (f.amx_int8 || z16 ? sfx : f.avx512f && f.avx512bw ? std::string("_avx512") : sfx));
   ASSERT_NE(q5, nullptr);
   EXPECT_EQ(q5->name, "q5_kx8" + sfx);
   EXPECT_EQ(odd, nullptr);

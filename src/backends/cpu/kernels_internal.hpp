@@ -53,8 +53,8 @@ const PackedKernels* packed_kernels(DType t);
 // The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 (same repack and row read-back, same
 // bits) with 16-row zmm tiles, two 8-row groups per register (packed_tiles16_avx512vnni.cpp).
 const PackedKernels* packed_kernels_16(DType t);
-// The K layouts of Q4_K and Q5_K (packed_k.cpp's repack, same bits as avx2::packed_kernels_k)
-// with 16-row zmm tiles (packed_k_tiles16_avx512vnni.cpp).
+// The K layouts of Q4_K, Q5_K and Q6_K (packed_k.cpp's repack, same bits as
+// avx2::packed_kernels_k) with 16-row zmm tiles (packed_k_tiles16_avx512vnni.cpp).
 const PackedKernels* packed_kernels_k16(DType t);
 }  // namespace avx512vnni
 namespace avxvnni {

@@ -335,16 +335,17 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows) {
   if (repack_disabled() || n % 32 != 0 || n_rows % 8 != 0) return nullptr;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "amx")) return k;
-  // Q6_K: AVX-512's 16-row decode tile (its prefill runs the AVX-VNNI or AVX2 8-row tiles).
+  // 16-row zmm tiles over the AVX2 layouts where AVX-512 VNNI exists (Q6_K's decode there is
+  // AVX-512's 16-row decode tile): 1.4-1.5x the 8-row AVX-VNNI tiles (bench/LOG.md).
+  if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni16")) return k;
+  // Q6_K without AVX-512 VNNI: AVX-512's 16-row decode tile (its prefill runs the AVX-VNNI or
+  // AVX2 8-row tiles).
   if (t == DType::Q6_K) {
     if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512")) return k;
   }
   // AVX-VNNI's 256-bit tiles over the AVX2 layouts before the AVX-512 x8 layouts: on an
   // AVX-512 CPU with both, they measured faster (bench_kernels, 8192 x 2048 x 128, one thread:
   // Q4_0 208 against 172 GOP/s, Q4_1 208 against 150, Q8_0 144 against 149).
-  // 16-row zmm tiles over the AVX2 layouts where AVX-512 VNNI exists: bench_kernels, 8192 x 2048
-  // x 128, one thread, against the 8-row AVX-VNNI tiles (see bench/LOG.md).
-  if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni16")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avxvnni")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni")) return k;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512")) return k;

@@ -1,4 +1,4 @@
-// 16-row AVX-512 VNNI tiles over the packed Q4_Kx8 and Q5_Kx8 layouts (packed_k.cpp): two
+// 16-row AVX-512 VNNI tiles over the packed Q4_Kx8, Q5_Kx8 and Q6_Kx8 layouts (packed_k.cpp): two
 // consecutive 8-row groups side by side in one zmm (rows 0-7 of the pair in i32 lanes 0-7, rows
 // 8-15 in lanes 8-15), so each vpdpbusd, each decode step and each float operation serves 16 rows
 // where the 8-row tiles of packed_k_tiles_avx2.hpp serve 8.
@@ -35,6 +35,7 @@ constexpr size_t kActQs = 4;
 constexpr size_t kActBsums = 4 + 256;
 constexpr size_t kQ4KBlock = 1152;  // group block: 8 rows x one super-block
 constexpr size_t kQ5KBlock = 1408;  // Q4_Kx8 plus 8 chunks of qh
+constexpr size_t kQ6KBlock = 1680;  // d, 4 scale chunks, 32 ql chunks, 16 qh chunks
 constexpr int kColTile = 4;
 // Decode prefetch distance in bytes on each of the two streams, as the 8-row K tiles'.
 constexpr size_t kPrefetchBytes = 512;
@@ -80,6 +81,13 @@ inline __m512i u8_i32(int i) { return lane_pattern(0x80808000u | static_cast<uin
 inline __m512i pair_u8(int i, int k) {
   return lane_pattern(0x80008000u | static_cast<uint32_t>(k) << 16 | static_cast<uint32_t>(i));
 }
+
+// Bytes i and k of each lane as (byte << 8) i16 halves: srai by 8 sign-extends them.
+inline __m512i hi_u8(int i, int k) {
+  return lane_pattern(static_cast<uint32_t>(k) << 24 | 0x00800000u | static_cast<uint32_t>(i) << 8 | 0x80u);
+}
+// Byte i of each lane in the top byte of the i32: srai by 24 sign-extends it.
+inline __m512i top_u8(int i) { return lane_pattern(static_cast<uint32_t>(i) << 24 | 0x00808080u); }
 
 inline void keep(__m512i& v) { __asm__("" : "+v"(v)); }
 
@@ -166,15 +174,111 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
 }
 
+// Q6_Kx8 (packed_k.cpp, the 8-row tile in packed_k_tiles_avx2.hpp): quants used unsigned, the
+// offset term -32 sum_j sc_j bsums_j first (vpdpwssd of the scale pairs times -32 with the bsum
+// pairs), then per 16-element sub-block one dpbusd chain over its 4 chunks and one vpmulld by
+// its int8 scale; one fma per super-block and column.
+template <int C>
+void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, size_t as,
+                 const SubSums16* /*ss*/, int64_t /*ss_stride*/, float* out, int64_t os) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  const __m512i zero = _mm512_setzero_si512();
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* b0 = g0 + static_cast<size_t>(b) * kQ6KBlock;
+    const uint8_t* b1 = g1 + static_cast<size_t>(b) * kQ6KBlock;
+    const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
+    __m512i isum[C];
+#pragma GCC unroll 8
+    for (int jp = 0; jp < 8; ++jp) {
+      const int i = 2 * (jp % 2);
+      const size_t so = 16 + 32 * static_cast<size_t>(jp / 2);
+      const __m512i pair = _mm512_srai_epi16(_mm512_shuffle_epi8(load_pair(b0 + so, b1 + so), hi_u8(i, i + 1)), 8);
+      const __m512i neg32 = _mm512_sub_epi16(zero, _mm512_slli_epi16(pair, 5));
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        isum[c] = _mm512_dpwssd_epi32(jp == 0 ? zero : isum[c], neg32, bcast4(ab + c * as + kActBsums + 4 * jp));
+        keep(isum[c]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; ++n) {
+#pragma GCC unroll 4
+      for (int Q = 0; Q < 4; ++Q) {
+#pragma GCC unroll 2
+        for (int u = 0; u < 2; ++u) {
+          const int sb = 8 * n + 2 * Q + u;
+          const size_t so = 16 + 32 * static_cast<size_t>(sb / 4);
+          const __m512i sc = _mm512_srai_epi32(_mm512_shuffle_epi8(load_pair(b0 + so, b1 + so), top_u8(sb % 4)), 24);
+          __m512i s32[C];
+#pragma GCC unroll 2
+          for (int ip = 0; ip < 2; ++ip) {
+            __m512i w[2];
+            for (int k = 0; k < 2; ++k) {
+              const int t = 4 * u + 2 * ip + k;
+              const size_t lo_off = 144 + static_cast<size_t>(16 * n + 8 * (Q & 1) + t) * 32;
+              const size_t hi_off = 1168 + static_cast<size_t>(8 * n + t) * 32;
+              const __m512i l = load_pair(b0 + lo_off, b1 + lo_off);
+              const __m512i h = load_pair(b0 + hi_off, b1 + hi_off);
+              const __m512i lo = Q < 2 ? _mm512_and_si512(l, low4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
+              __m512i hb;
+              if (Q == 0) {
+                hb = _mm512_and_si512(_mm512_slli_epi16(h, 4), m30);
+              } else if (Q == 1) {
+                hb = _mm512_and_si512(_mm512_slli_epi16(h, 2), m30);
+              } else if (Q == 2) {
+                hb = _mm512_and_si512(h, m30);
+              } else {
+                hb = _mm512_and_si512(_mm512_srli_epi16(h, 2), m30);
+              }
+              w[k] = _mm512_or_si512(lo, hb);
+            }
+            const int t0 = 4 * u + 2 * ip;
+#pragma GCC unroll 4
+            for (int c = 0; c < C; ++c) {
+              const uint8_t* ac = ab + c * as + kActQs + 128 * n + 32 * Q + 4 * t0;
+              s32[c] = _mm512_dpbusd_epi32(ip == 0 ? zero : s32[c], w[0], bcast4(ac));
+              s32[c] = _mm512_dpbusd_epi32(s32[c], w[1], bcast4(ac + 4));
+              keep(s32[c]);
+            }
+          }
+#pragma GCC unroll 4
+          for (int c = 0; c < C; ++c) {
+            isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(s32[c], sc));
+            keep(isum[c]);
+          }
+        }
+      }
+    }
+    const __m512 dw = load_ph_pair(b0, b1);
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const __m512 da = _mm512_set1_ps(load_f32(ab + c * as));
+      acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+}
+
 // Pairs of 8-row groups through the 16-row tiles, columns in L2-sized blocks as in the 8-row
 // driver; a last odd group through the layout's 8-row kernels.
-template <bool kFifth>
+// Q6_K's one column (decode) goes to the AVX-512 16-row decode tile (packed_k_tiles_avx512.cpp,
+// the same bits), which prefetches its streams.
+using Tile16 = void (*)(int64_t, const uint8_t*, const uint8_t*, const uint8_t*, size_t, const SubSums16*, int64_t,
+                        float*, int64_t);
+template <DType kType, size_t kBlock, bool kSubSums, Tile16 T4, Tile16 T3, Tile16 T2, Tile16 T1>
 void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
               float* out, int64_t out_stride) {
-  constexpr size_t kBlock = kFifth ? kQ5KBlock : kQ4KBlock;
-  constexpr DType kType = kFifth ? DType::Q5_K : DType::Q4_K;
   static const PackedKernels* base =
       cpu_features().avxvnni ? avxvnni::packed_kernels_k(kType) : avx2::packed_kernels_k(kType);
+  if constexpr (kType == DType::Q6_K) {
+    if (n_cols == 1) {
+      avx512::packed_kernels_k(kType)->gemm(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+      return;
+    }
+  }
   const int64_t nb = n / 256;
   const int64_t pairs = n_rows / 16;
   const auto* wb = static_cast<const uint8_t*>(w);
@@ -183,7 +287,7 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
     thread_local std::vector<SubSums16> sums;
     const auto total = static_cast<size_t>(n_cols * nb);
     if (sums.size() < total) sums.resize(total);
-    for (int64_t c = 0; c < n_cols; ++c) {
+    for (int64_t c = 0; c < (kSubSums ? n_cols : 0); ++c) {
       for (int64_t b = 0; b < nb; ++b) {
         const auto* bs = reinterpret_cast<const int16_t*>(ab + static_cast<size_t>(c) * a_stride +
                                                           static_cast<size_t>(b) * kActBytes + kActBsums);
@@ -203,15 +307,15 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
         float* og = out + p * 16;
         int64_t c = cb0;
         for (; c + kColTile <= cb1; c += kColTile) {
-          q4_k_tile16<kColTile, kFifth>(nb, g0, g1, ab + static_cast<size_t>(c) * a_stride, a_stride, ss + c * nb, nb,
-                                        og + c * out_stride, out_stride);
+          T4(nb, g0, g1, ab + static_cast<size_t>(c) * a_stride, a_stride, ss + c * nb, nb, og + c * out_stride,
+             out_stride);
         }
         const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
         const SubSums16* sc = ss + c * nb;
         switch (cb1 - c) {
-          case 3: q4_k_tile16<3, kFifth>(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
-          case 2: q4_k_tile16<2, kFifth>(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
-          case 1: q4_k_tile16<1, kFifth>(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+          case 3: T3(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+          case 2: T2(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
+          case 1: T1(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
           default: break;
         }
       }
@@ -228,15 +332,29 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
 const PackedKernels* packed_kernels_k16(DType t) {
   static const PackedKernels q4_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q4_K);
-    return PackedKernels{"q4_kx8_z16", &gemm_k16<false>, b->dequantize_row, b->repack};
+    return PackedKernels{"q4_kx8_z16",
+                         &gemm_k16<DType::Q4_K, kQ4KBlock, true, &q4_k_tile16<4, false>, &q4_k_tile16<3, false>,
+                                   &q4_k_tile16<2, false>, &q4_k_tile16<1, false>>,
+                         b->dequantize_row, b->repack};
   }();
   static const PackedKernels q5_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q5_K);
-    return PackedKernels{"q5_kx8_z16", &gemm_k16<true>, b->dequantize_row, b->repack};
+    return PackedKernels{"q5_kx8_z16",
+                         &gemm_k16<DType::Q5_K, kQ5KBlock, true, &q4_k_tile16<4, true>, &q4_k_tile16<3, true>,
+                                   &q4_k_tile16<2, true>, &q4_k_tile16<1, true>>,
+                         b->dequantize_row, b->repack};
+  }();
+  static const PackedKernels q6_k = [] {
+    const PackedKernels* b = avx2::packed_kernels_k(DType::Q6_K);
+    return PackedKernels{"q6_kx8_z16",
+                         &gemm_k16<DType::Q6_K, kQ6KBlock, false, &q6_k_tile16<4>, &q6_k_tile16<3>, &q6_k_tile16<2>,
+                                   &q6_k_tile16<1>>,
+                         b->dequantize_row, b->repack};
   }();
   switch (t) {
     case DType::Q4_K: return &q4_k;
     case DType::Q5_K: return &q5_k;
+    case DType::Q6_K: return &q6_k;
     default: return nullptr;
   }
 }

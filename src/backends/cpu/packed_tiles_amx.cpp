@@ -500,13 +500,12 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
             float* out, int64_t out_stride) {
   using T = KTraits<F>;
   constexpr size_t kTileBytes = static_cast<size_t>(T::kSubK) * kTile;
-  // Decode and edges: the AVX-512 16-row tiles where there are some (Q6_K's decode tile, Q4_K's
-  // and Q5_K's VNNI tiles), else the K tiles with AVX-VNNI where the CPU has it, else the AVX2 K
-  // tiles (the same bits).
+  // Decode and edges: the 16-row AVX-512 VNNI K tiles (whose Q6_K decode is AVX-512's 16-row
+  // decode tile), else AVX-512's Q6_K decode tile, else the K tiles with AVX-VNNI where the CPU
+  // has it, else the AVX2 K tiles (the same bits).
   static const bool zmm = cpu_features().avx512vnni;
   static const bool vnni = cpu_features().avxvnni;
-  const PackedKernels* edge = avx512::packed_kernels_k(T::kType);
-  if (edge == nullptr && zmm) edge = avx512vnni::packed_kernels_k16(T::kType);
+  const PackedKernels* edge = zmm ? avx512vnni::packed_kernels_k16(T::kType) : avx512::packed_kernels_k(T::kType);
   if (edge == nullptr) edge = vnni ? avxvnni::packed_kernels_k(T::kType) : avx2::packed_kernels_k(T::kType);
   const int64_t row_tiles = n_rows / kTile;
   const int64_t col_tiles = n_cols / kTile;
