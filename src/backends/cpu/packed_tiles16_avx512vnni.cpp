@@ -39,6 +39,32 @@ namespace {
 
 inline void pin512(__m512i& v) { __asm__("" : "+v"(v)); }
 
+// Formats whose integer sums start at a per-column correction: Q4_0 (-8 sum a) and Q5_0 (-16 sum
+// a) as in the 8-row tiles, and Q8_0 here (-128 sum a: its weights enter dpbusd as w + 128).
+constexpr bool has_corr(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q5_0 || f == Fmt::Q8_0; }
+
+// The 8-row tiles' activation terms, plus Q8_0's correction -128 sum(a) per column and block
+// (the 8-row tiles do not read it there). sad over a ^ 0x80 sums a + 128 per byte.
+template <Fmt F>
+void prepare16(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, std::vector<ActTerm>* out) {
+  using T = Traits<F>;
+  prepare<F>(a, a_stride, n_cols, nb, out);
+  if constexpr (F == Fmt::Q8_0) {
+    const __m256i x80 = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int64_t c = 0; c < n_cols; ++c) {
+      const uint8_t* row = a + static_cast<size_t>(c) * a_stride;
+      ActTerm* t = out->data() + c * nb;
+      for (int64_t b = 0; b < nb; ++b) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + static_cast<size_t>(b) * T::kActBytes + T::kActQOff));
+        const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, x80), _mm256_setzero_si256());
+        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+        const int64_t biased = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1);
+        t[b].corr = -128 * static_cast<int32_t>(biased - 32 * 128);
+      }
+    }
+  }
+}
+
 // 32 bytes at p0 (lanes 0-7) and 32 at p1 (lanes 8-15).
 inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
@@ -66,6 +92,7 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   using L = Layout<F>;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i zero = _mm512_setzero_si512();
+  [[maybe_unused]] const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -81,26 +108,24 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
     const uint8_t* ap[C];
     for (int c = 0; c < C; ++c) ap[c] = a + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
     // One dpbusd chain per column for the 4- and 5-bit formats (a block's chain starts afresh, so
-    // consecutive blocks overlap), started at Q4_0's / Q5_0's exact offset correction; Q8_0 (8
-    // vectors a block, each with its sign step) in two chains, even and odd vectors.
+    // consecutive blocks overlap), started at the exact offset correction (Q4_0, Q5_0, and Q8_0
+    // here: see below); Q8_0 (8 vectors a block) in two chains, even and odd vectors.
     __m512i sum[C];
     [[maybe_unused]] __m512i sum2[C];
     for (int c = 0; c < C; ++c) {
-      sum[c] = (F == Fmt::Q4_0 || F == Fmt::Q5_0) ? _mm512_set1_epi32(tm[c * tm_stride + b].corr) : zero;
+      sum[c] = has_corr(F) ? _mm512_set1_epi32(tm[c * tm_stride + b].corr) : zero;
       if constexpr (F == Fmt::Q8_0) sum2[c] = zero;
     }
     if constexpr (F == Fmt::Q8_0) {
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
-        const __m512i w = load_pair(b0 + L::kQOff + 32 * j, b1 + L::kQOff + 32 * j);
-        const __m512i aw = _mm512_abs_epi8(w);            // |w| as unsigned bytes (-128 -> 128)
-        const __mmask64 neg = _mm512_movepi8_mask(w);     // a * sign(w): a negated where w < 0
+        // w + 128 as an unsigned byte (w ^ 0x80): dpbusd gives sum (w + 128) a, and the chain
+        // started at -128 sum(a) leaves sum w a exactly (|.| <= 32 * 255 * 128 in i32).
+        const __m512i wu = _mm512_xor_si512(load_pair(b0 + L::kQOff + 32 * j, b1 + L::kQOff + 32 * j), x80);
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
-          const __m512i av = bcast32z(ap[c] + 4 * j);
-          const __m512i as = _mm512_mask_sub_epi8(av, neg, zero, av);
           __m512i& d = j % 2 == 0 ? sum[c] : sum2[c];
-          d = _mm512_dpbusd_epi32(d, aw, as);
+          d = _mm512_dpbusd_epi32(d, wu, bcast32z(ap[c] + 4 * j));
           pin512(d);
         }
       }
@@ -157,7 +182,7 @@ void gemm16(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const
   const size_t group_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
   thread_local std::vector<ActTerm> terms;
   const auto* ab = static_cast<const uint8_t*>(a);
-  prepare<F>(ab, a_stride, n_cols, nb, &terms);
+  prepare16<F>(ab, a_stride, n_cols, nb, &terms);
   const auto* wb = static_cast<const uint8_t*>(w);
   const int64_t groups = n_rows / 8;
   // Columns in chunks whose activations stay in L2 (~256 KiB) while every pair of row groups
