@@ -39,31 +39,10 @@ namespace {
 
 inline void pin512(__m512i& v) { __asm__("" : "+v"(v)); }
 
-// Formats whose integer sums start at a per-column correction: Q4_0 (-8 sum a) and Q5_0 (-16 sum
-// a) as in the 8-row tiles, and Q8_0 here (-128 sum a: its weights enter dpbusd as w + 128).
+// Formats whose integer sums start at a per-column correction (prepare's ActTerm::corr): Q4_0
+// (-8 sum a), Q5_0 (-16 sum a) and, with VNNI, Q8_0 (-128 sum a: its weights enter dpbusd as
+// w + 128).
 constexpr bool has_corr(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q5_0 || f == Fmt::Q8_0; }
-
-// The 8-row tiles' activation terms, plus Q8_0's correction -128 sum(a) per column and block
-// (the 8-row tiles do not read it there). sad over a ^ 0x80 sums a + 128 per byte.
-template <Fmt F>
-void prepare16(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, std::vector<ActTerm>* out) {
-  using T = Traits<F>;
-  prepare<F>(a, a_stride, n_cols, nb, out);
-  if constexpr (F == Fmt::Q8_0) {
-    const __m256i x80 = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (int64_t c = 0; c < n_cols; ++c) {
-      const uint8_t* row = a + static_cast<size_t>(c) * a_stride;
-      ActTerm* t = out->data() + c * nb;
-      for (int64_t b = 0; b < nb; ++b) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + static_cast<size_t>(b) * T::kActBytes + T::kActQOff));
-        const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, x80), _mm256_setzero_si256());
-        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
-        const int64_t biased = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1);
-        t[b].corr = -128 * static_cast<int32_t>(biased - 32 * 128);
-      }
-    }
-  }
-}
 
 // 32 bytes at p0 (lanes 0-7) and 32 at p1 (lanes 8-15).
 inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
@@ -182,7 +161,7 @@ void gemm16(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const
   const size_t group_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
   thread_local std::vector<ActTerm> terms;
   const auto* ab = static_cast<const uint8_t*>(a);
-  prepare16<F>(ab, a_stride, n_cols, nb, &terms);
+  prepare<F>(ab, a_stride, n_cols, nb, &terms);  // with Q8_0's -128 sum(a) (VNNI)
   const auto* wb = static_cast<const uint8_t*>(w);
   const int64_t groups = n_rows / 8;
   // Columns in chunks whose activations stay in L2 (~256 KiB) while every pair of row groups

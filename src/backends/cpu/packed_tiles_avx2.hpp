@@ -235,6 +235,18 @@ void prepare(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, std:
         s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
         t[b].corr = -(F == Fmt::Q4_0 ? 8 : 16) * _mm_cvtsi128_si32(s);
       }
+#if GENIEX_TILES_VNNI
+      if constexpr (F == Fmt::Q8_0) {
+        // The VNNI tiles take Q8_0's weights as w + 128 (w ^ 0x80, unsigned): -128 sum(a) comes
+        // off. sad over a ^ 0x80 sums a + 128 per byte.
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + T::kActQOff));
+        const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))),
+                                            _mm256_setzero_si256());
+        const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+        const int64_t biased = _mm_cvtsi128_si64(s2) + _mm_extract_epi64(s2, 1);
+        t[b].corr = -128 * static_cast<int32_t>(biased - 32 * 128);
+      }
+#endif
     }
   }
 }
@@ -275,27 +287,37 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
     __m256i sum2[C];
 #endif
     if constexpr (F == Fmt::Q8_0) {
+#if GENIEX_TILES_VNNI
+      // w + 128 as an unsigned byte (w ^ 0x80) into dpbusd, the even chain started at the
+      // column's -128 sum(a) (prepare): the same exact sum w a, no per-column sign step.
+      const __m256i x80 = _mm256_set1_epi8(static_cast<char>(0x80));
+#endif
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * j));
+#if GENIEX_TILES_VNNI
+        const __m256i wu = _mm256_xor_si256(w, x80);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) {
+          // Two chains per column (even and odd j): dpbusd's latency, not its rate, would
+          // otherwise bound a block.
+          __m256i& d = j % 2 == 0 ? sum[c] : sum2[c];
+          const __m256i start = j == 0 ? _mm256_set1_epi32(tm[c * tm_stride + b].corr) : _mm256_setzero_si256();
+          d = geniex_dpbusd256(j < 2 ? start : d, wu, bcast32(ap[c] + 4 * j));
+          pin(d);
+        }
+#else
         const __m256i aw = _mm256_sign_epi8(w, w);
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
           // |w| * (a * sign(w)): the unsigned-by-signed form; maddubs' pairs stay within i16
           // (|w| <= 128, |a| <= 127), so each vector needs its own madd.
           const __m256i as = _mm256_sign_epi8(bcast32(ap[c] + 4 * j), w);
-#if GENIEX_TILES_VNNI
-          // Two chains per column (even and odd j): dpbusd's latency, not its rate, would
-          // otherwise bound a block.
-          __m256i& d = j % 2 == 0 ? sum[c] : sum2[c];
-          d = geniex_dpbusd256(j < 2 ? _mm256_setzero_si256() : d, aw, as);
-          pin(d);
-#else
           const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, as), ones16);
           sum[c] = j == 0 ? p : _mm256_add_epi32(sum[c], p);
-#endif
           pin(sum[c]);
         }
+#endif
       }
     } else {
       __m256i hb = _mm256_setzero_si256();
