@@ -46,22 +46,7 @@ struct SubSums16 {
   int16_t v[8];
 };
 
-inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
-}
-
-inline __m512 load_ph_pair(const uint8_t* p0, const uint8_t* p1) {
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-  return _mm512_cvtph_ps(h);
-}
-
-inline __m512i bcast4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
+#include "backends/cpu/zmm_pairs.hpp"
 
 inline float load_f32(const uint8_t* p) {
   float v;
@@ -69,27 +54,6 @@ inline float load_f32(const uint8_t* p) {
   return v;
 }
 
-// Byte-shuffle patterns over registers with 4 bytes per row (row r in i32 lane r), the same in
-// every 128-bit lane: `base` names the bytes of lane 0 (0x80 zeroes).
-inline __m512i lane_pattern(uint32_t base) {
-  const __m512i lane = _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c));
-  return _mm512_add_epi8(_mm512_set1_epi32(static_cast<int32_t>(base)), lane);
-}
-// Byte i of each lane zero-extended to an i32.
-inline __m512i u8_i32(int i) { return lane_pattern(0x80808000u | static_cast<uint32_t>(i)); }
-// Bytes i and k of each lane zero-extended to the two i16 halves.
-inline __m512i pair_u8(int i, int k) {
-  return lane_pattern(0x80008000u | static_cast<uint32_t>(k) << 16 | static_cast<uint32_t>(i));
-}
-
-// Bytes i and k of each lane as (byte << 8) i16 halves: srai by 8 sign-extends them.
-inline __m512i hi_u8(int i, int k) {
-  return lane_pattern(static_cast<uint32_t>(k) << 24 | 0x00800000u | static_cast<uint32_t>(i) << 8 | 0x80u);
-}
-// Byte i of each lane in the top byte of the i32: srai by 24 sign-extends it.
-inline __m512i top_u8(int i) { return lane_pattern(static_cast<uint32_t>(i) << 24 | 0x00808080u); }
-
-inline void keep(__m512i& v) { __asm__("" : "+v"(v)); }
 
 template <int C, bool kFifth>
 void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, size_t as,
@@ -112,7 +76,7 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
       }
     }
     const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
-    const __m512i p0 = load_pair(b0 + 32, b1 + 32), p1 = load_pair(b0 + 64, b1 + 64), p2 = load_pair(b0 + 96, b1 + 96);
+    const __m512i p0 = pair_chunk(b0, b1, 32), p1 = pair_chunk(b0, b1, 64), p2 = pair_chunk(b0, b1, 96);
     const __m512i sc_lo = _mm512_and_si512(p0, m3f);
     const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(p2, low4), _mm512_and_si512(_mm512_srli_epi16(p0, 2), m30));
     const __m512i mn_lo = _mm512_and_si512(p1, m3f);
@@ -140,11 +104,11 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
 #pragma GCC unroll 8
       for (int s = 0; s < 8; ++s) {
         const size_t off = static_cast<size_t>((j / 2) * 8 + s) * 32;
-        const __m512i raw = load_pair(q0 + off, q1 + off);
+        const __m512i raw = pair_chunk(q0, q1, off);
         __m512i w = (j & 1) ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4) : _mm512_and_si512(raw, low4);
         if constexpr (kFifth) {
           // Bit j of each qh byte to bit 4 (16-bit shifts: what crosses a byte lands outside bit 4).
-          const __m512i hb = load_pair(b0 + 1152 + static_cast<size_t>(s) * 32, b1 + 1152 + static_cast<size_t>(s) * 32);
+          const __m512i hb = pair_chunk(b0, b1, 1152 + static_cast<size_t>(s) * 32);
           const __m512i h = j <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - j))
                                    : _mm512_srli_epi16(hb, static_cast<unsigned>(j - 4));
           w = _mm512_or_si512(w, _mm512_and_si512(h, m10));
@@ -162,8 +126,8 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
         keep(isum[c]);
       }
     }
-    const __m512 dw = load_ph_pair(b0, b1);
-    const __m512 mw = load_ph_pair(b0 + 16, b1 + 16);
+    const __m512 dw = pair_ph(b0, b1, 0);
+    const __m512 mw = pair_ph(b0, b1, 16);
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const __m512 da = _mm512_set1_ps(load_f32(ab + c * as));
@@ -195,7 +159,7 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
     for (int jp = 0; jp < 8; ++jp) {
       const int i = 2 * (jp % 2);
       const size_t so = 16 + 32 * static_cast<size_t>(jp / 2);
-      const __m512i pair = _mm512_srai_epi16(_mm512_shuffle_epi8(load_pair(b0 + so, b1 + so), hi_u8(i, i + 1)), 8);
+      const __m512i pair = _mm512_srai_epi16(_mm512_shuffle_epi8(pair_chunk(b0, b1, so), hi_u8(i, i + 1)), 8);
       const __m512i neg32 = _mm512_sub_epi16(zero, _mm512_slli_epi16(pair, 5));
 #pragma GCC unroll 4
       for (int c = 0; c < C; ++c) {
@@ -211,7 +175,7 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
         for (int u = 0; u < 2; ++u) {
           const int sb = 8 * n + 2 * Q + u;
           const size_t so = 16 + 32 * static_cast<size_t>(sb / 4);
-          const __m512i sc = _mm512_srai_epi32(_mm512_shuffle_epi8(load_pair(b0 + so, b1 + so), top_u8(sb % 4)), 24);
+          const __m512i sc = _mm512_srai_epi32(_mm512_shuffle_epi8(pair_chunk(b0, b1, so), top_u8(sb % 4)), 24);
           __m512i s32[C];
 #pragma GCC unroll 2
           for (int ip = 0; ip < 2; ++ip) {
@@ -220,8 +184,8 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
               const int t = 4 * u + 2 * ip + k;
               const size_t lo_off = 144 + static_cast<size_t>(16 * n + 8 * (Q & 1) + t) * 32;
               const size_t hi_off = 1168 + static_cast<size_t>(8 * n + t) * 32;
-              const __m512i l = load_pair(b0 + lo_off, b1 + lo_off);
-              const __m512i h = load_pair(b0 + hi_off, b1 + hi_off);
+              const __m512i l = pair_chunk(b0, b1, lo_off);
+              const __m512i h = pair_chunk(b0, b1, hi_off);
               const __m512i lo = Q < 2 ? _mm512_and_si512(l, low4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
               __m512i hb;
               if (Q == 0) {
@@ -252,7 +216,7 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
         }
       }
     }
-    const __m512 dw = load_ph_pair(b0, b1);
+    const __m512 dw = pair_ph(b0, b1, 0);
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const __m512 da = _mm512_set1_ps(load_f32(ab + c * as));

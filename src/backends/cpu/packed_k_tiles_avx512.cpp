@@ -31,29 +31,7 @@ constexpr size_t kActQs = 4;
 constexpr size_t kActBsums = 4 + 256;
 constexpr size_t kQ6KBlock = 1680;  // group block: 8 rows x one super-block
 
-// Chunk k (32 bytes: 8 rows x 4 bytes) of groups g0 and g1: rows 0..15 in the i32 lanes.
-inline __m512i pair_chunk(const uint8_t* g0, const uint8_t* g1, size_t off) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g0 + off))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g1 + off)), 1);
-}
-
-inline __m512i bcast4(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
-// lane r = (byte i << 8, byte k << 8) of lane r as i16 (srai by 8 sign-extends): the AVX2 tile's
-// hi_u8 in every 128-bit lane.
-inline __m512i hi_u8(int i, int k) {
-  const __m512i base = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(k) << 24 | 0x00800000u |
-                                                              static_cast<uint32_t>(i) << 8 | 0x80u));
-  const __m512i lane = _mm512_setr_epi32(0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c,
-                                         0, 0x04040404, 0x08080808, 0x0c0c0c0c, 0, 0x04040404, 0x08080808, 0x0c0c0c0c);
-  return _mm512_add_epi8(base, lane);
-}
-
-inline void keep(__m512i& v) { __asm__("" : "+v"(v)); }
+#include "backends/cpu/zmm_pairs.hpp"
 
 // Decode prefetch distance in bytes, as the AVX2 K tiles' kPrefetchBytes (bench/LOG.md, twelfth
 // session: two super-blocks ahead, ~3.4 KB, was 20-30% slower on the 1B Q4_K_M decode).

@@ -37,31 +37,12 @@ namespace {
 #include "backends/cpu/packed_tiles_avx2.hpp"
 #undef GENIEX_TILES_VNNI
 
-inline void pin512(__m512i& v) { __asm__("" : "+v"(v)); }
-
 // Formats whose integer sums start at a per-column correction (prepare's ActTerm::corr): Q4_0
 // (-8 sum a), Q5_0 (-16 sum a) and, with VNNI, Q8_0 (-128 sum a: its weights enter dpbusd as
 // w + 128).
 constexpr bool has_corr(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q5_0 || f == Fmt::Q8_0; }
 
-// 32 bytes at p0 (lanes 0-7) and 32 at p1 (lanes 8-15).
-inline __m512i load_pair(const uint8_t* p0, const uint8_t* p1) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p0))),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p1)), 1);
-}
-
-// 8 fp16 at p0 and 8 at p1 as 16 floats.
-inline __m512 load_ph_pair(const uint8_t* p0, const uint8_t* p1) {
-  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0))),
-                                            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1)), 1);
-  return _mm512_cvtph_ps(h);
-}
-
-inline __m512i bcast32z(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
+#include "backends/cpu/zmm_pairs.hpp"
 
 // 16 rows (groups at g0 and g1, nb blocks each) x C columns -> out[c * os + 0..15].
 template <Fmt F, int C>
@@ -100,20 +81,20 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
       for (int j = 0; j < 8; ++j) {
         // w + 128 as an unsigned byte (w ^ 0x80): dpbusd gives sum (w + 128) a, and the chain
         // started at -128 sum(a) leaves sum w a exactly (|.| <= 32 * 255 * 128 in i32).
-        const __m512i wu = _mm512_xor_si512(load_pair(b0 + L::kQOff + 32 * j, b1 + L::kQOff + 32 * j), x80);
+        const __m512i wu = _mm512_xor_si512(pair_chunk(b0, b1, L::kQOff + 32 * j), x80);
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
           __m512i& d = j % 2 == 0 ? sum[c] : sum2[c];
-          d = _mm512_dpbusd_epi32(d, wu, bcast32z(ap[c] + 4 * j));
-          pin512(d);
+          d = _mm512_dpbusd_epi32(d, wu, bcast4(ap[c] + 4 * j));
+          keep(d);
         }
       }
     } else {
       __m512i hb = zero;
-      if constexpr (has_fifth(F)) hb = load_pair(b0 + L::kHighOff, b1 + L::kHighOff);
+      if constexpr (has_fifth(F)) hb = pair_chunk(b0, b1, L::kHighOff);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        const __m512i q = load_pair(b0 + L::kQOff + 32 * j, b1 + L::kQOff + 32 * j);
+        const __m512i q = pair_chunk(b0, b1, L::kQOff + 32 * j);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           __m512i u = h == 0 ? _mm512_and_si512(q, low4) : _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
@@ -131,15 +112,15 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
           }
 #pragma GCC unroll 4
           for (int c = 0; c < C; ++c) {
-            sum[c] = _mm512_dpbusd_epi32(sum[c], u, bcast32z(ap[c] + 16 * h + 4 * j));
-            pin512(sum[c]);
+            sum[c] = _mm512_dpbusd_epi32(sum[c], u, bcast4(ap[c] + 16 * h + 4 * j));
+            keep(sum[c]);
           }
         }
       }
     }
-    const __m512 dw = load_ph_pair(b0, b1);
+    const __m512 dw = pair_ph(b0, b1, 0);
     __m512 mw = _mm512_setzero_ps();
-    if constexpr (has_min(F)) mw = load_ph_pair(b0 + 16, b1 + 16);
+    if constexpr (has_min(F)) mw = pair_ph(b0, b1, 16);
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
       const ActTerm& t = tm[c * tm_stride + b];
@@ -153,7 +134,7 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
 }
 
 template <Fmt F>
-void gemm16(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const void* a, size_t a_stride,
+void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
             int64_t n_cols, float* out, int64_t out_stride) {
   using L = Layout<F>;
   constexpr int kCols = 4;
@@ -169,8 +150,7 @@ void gemm16(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const
   const int64_t chunk = std::max<int64_t>(kCols, static_cast<int64_t>((256u << 10) / std::max<size_t>(a_stride, 1)) / kCols * kCols);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
-    int64_t g = 0;
-    for (; g + 2 <= groups; g += 2) {
+    for (int64_t g = 0; g + 2 <= groups; g += 2) {
       const uint8_t* g0 = wb + static_cast<size_t>(g) * group_bytes;
       const uint8_t* g1 = g0 + group_bytes;
       float* og = out + g * 8;
@@ -188,23 +168,12 @@ void gemm16(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const
         default: break;
       }
     }
-    if (g < groups) {  // a last odd group: the 8-row tile (the same bits)
-      const uint8_t* grp = wb + static_cast<size_t>(g) * group_bytes;
-      float* og = out + g * 8;
-      int64_t c = c0;
-      for (; c + kCols <= c1; c += kCols) {
-        tile<F, kCols>(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, terms.data() + c * nb, nb,
-                       og + c * out_stride, out_stride);
-      }
-      const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
-      const ActTerm* tc = terms.data() + c * nb;
-      switch (c1 - c) {
-        case 3: tile<F, 3>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        case 2: tile<F, 2>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        case 1: tile<F, 1>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        default: break;
-      }
-    }
+  }
+  // A last odd group of 8 rows: the 8-row gemm of this file's header (the same bits).
+  if (groups % 2 != 0) {
+    const int64_t g = groups - 1;
+    gemm<F, false>(n, wb + static_cast<size_t>(g) * group_bytes, w_stride, 8, a, a_stride, n_cols, out + g * 8,
+                   out_stride);
   }
 }
 
