@@ -235,9 +235,10 @@ TEST(Avx2Packed, Q5_0) { check_type(DType::Q5_0); }
 TEST(Avx2Packed, Q5_1) { check_type(DType::Q5_1); }
 
 // Kernels over the AVX2 layouts that must give the AVX2 tiles' bits (same repack and
-// read-back): AMX-INT8 (packed_tiles_amx.cpp) and AVX-VNNI (packed_tiles_avxvnni.cpp). Cases: 16 x
-// 16 AMX tiles, odd block counts (the last block outside the pairs of C tiles), a last group of
-// 8 rows and partial column tiles through the edges, windows that start mid-tile. Neither has
+// read-back): AMX-INT8 (packed_tiles_amx.cpp), AVX-VNNI (packed_tiles_avxvnni.cpp) and the
+// 16-row AVX-512 VNNI tiles (packed_tiles16_avx512vnni.cpp). Cases: 16 x 16 AMX tiles, odd
+// block counts (the last block outside the pairs of C tiles), a last group of 8 rows and partial
+// column tiles through the edges, one-column calls (decode), windows that start mid-tile. Neither has
 // GENIEX_AVX2_EXACT=1 kernels (the file-layout order).
 void check_same_bits(DType t, const char* isa) {
   const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, isa);
@@ -281,6 +282,13 @@ void check_same_bits(DType t, const char* isa) {
         const float wv = want[static_cast<size_t>(c * os + r)];
         ASSERT_EQ(std::memcmp(&g, &wv, 4), 0) << "c=" << c << " r=" << r << ": " << g << " vs " << wv;
       }
+    }
+    // Each column alone (decode: one-column calls take their own path in some kernels).
+    for (int64_t c = 0; c < s.cols; c += std::max<int64_t>(1, s.cols / 3)) {
+      std::vector<float> col(static_cast<size_t>(s.rows + 1), nan);
+      amx->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(c) * arow, arow, 1, col.data(), s.rows);
+      ASSERT_TRUE(std::isnan(col[static_cast<size_t>(s.rows)])) << "one column wrote past the rows";
+      ASSERT_EQ(std::memcmp(col.data(), want.data() + c * os, static_cast<size_t>(s.rows) * 4), 0) << "column " << c << " alone";
     }
     // A window of columns starting mid-tile, rows from the second row tile on.
     if (s.cols > 18 && s.rows >= 32) {

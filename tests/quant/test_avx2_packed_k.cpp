@@ -204,10 +204,11 @@ TEST(Avx2PackedK, Q6_KRandomBytes) { check_packed_k(DType::Q6_K, Fill::RandomByt
 TEST(Avx2PackedK, Q6_KExtreme) { check_packed_k(DType::Q6_K, Fill::Extreme); }
 
 // K kernels over the AVX2 K layouts that must give the AVX2 K tiles' bits: the AMX-INT8 gemm
-// (packed_tiles_amx.cpp) and the AVX-VNNI tiles (packed_k_tiles_avxvnni.cpp). The same repack
-// and read-back, and a gemm whose every output is the AVX2 K tiles' bits, including a last group
-// of 8 rows and partial column tiles (the edges, 1 to 3 columns) and windows of columns starting
-// mid-tile.
+// (packed_tiles_amx.cpp), the AVX-VNNI tiles (packed_k_tiles_avxvnni.cpp) and the 16-row
+// AVX-512 VNNI tiles (packed_k_tiles16_avx512vnni.cpp). The same repack and read-back, and a
+// gemm whose every output is the AVX2 K tiles' bits, including a last group of 8 rows, partial
+// column tiles (the edges, 1 to 3 columns), one-column calls (decode) and windows of columns
+// starting mid-tile.
 void check_k_same_bits(DType t, Fill fill, const char* isa) {
   const cpu::PackedKernels* amx = cpu::packed_kernels_for_isa(t, isa);
   const cpu::PackedKernels* avx2 = cpu::packed_kernels_for_isa(t, "avx2");
@@ -240,6 +241,13 @@ void check_k_same_bits(DType t, Fill fill, const char* isa) {
       }
       ASSERT_EQ(std::memcmp(&got[i], &want[i], 4), 0) << "c=" << i / static_cast<size_t>(os) << " r="
                                                       << i % static_cast<size_t>(os) << ": " << got[i] << " vs " << want[i];
+    }
+    // Each column alone (decode: one-column calls take their own path in some kernels).
+    for (int64_t c = 0; c < s.cols; c += std::max<int64_t>(1, s.cols / 3)) {
+      std::vector<float> col(static_cast<size_t>(s.rows + 1), poison);
+      amx->gemm(s.k, packed.data(), wrow, s.rows, a.data() + static_cast<size_t>(c) * arow, arow, 1, col.data(), s.rows);
+      ASSERT_TRUE(std::isnan(col[static_cast<size_t>(s.rows)])) << "one column wrote past the rows";
+      ASSERT_EQ(std::memcmp(col.data(), want.data() + c * os, static_cast<size_t>(s.rows) * 4), 0) << "column " << c << " alone";
     }
     if (s.cols > 18 && s.rows >= 32) {
       const int64_t c0 = 3, r0 = 16;
@@ -365,9 +373,9 @@ TEST(Avx2PackedK, Selection) {
   }
   ASSERT_NE(q4, nullptr);
   ASSERT_NE(q6, nullptr);
-  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm, else Q4_K's and
-  // Q5_K's with the 16-row AVX-512 VNNI tiles, else with the AVX-VNNI tiles where the CPU has
-  // them; on AVX-512 CPUs without AMX Q6_K's comes with the 16-row decode tile.
+  // Where AMX-INT8 is usable the same layouts come with the AMX prefill gemm, else with the
+  // 16-row AVX-512 VNNI tiles where the CPU has AVX-512 VNNI; on other AVX-512 CPUs Q6_K's comes
+  // with the 16-row decode tile; else with the AVX-VNNI tiles where the CPU has them.
   const CpuFeatures& f = cpu_features();
   const bool z16 = f.avx512f && f.avx512bw && f.avx512vnni;
   const std::string sfx = f.amx_int8 ? "_amx" : z16 ? "_z16" : f.avxvnni ? "_vnni" : "";

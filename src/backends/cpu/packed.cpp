@@ -300,7 +300,7 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
     // GENIEX_AVX2_EXACT=1.
     if (!(avx512 && f.avx512vnni) || avx2_exact()) return nullptr;
     if (const PackedKernels* k = avx512vnni::packed_kernels_16(t)) return k;
-    return avx512vnni::packed_kernels_k16(t);  // Q4_K, Q5_K
+    return avx512vnni::packed_kernels_k16(t);  // Q4_K, Q5_K, Q6_K
   }
   if (std::strcmp(isa, "amx") == 0) {
     // The AVX2 layouts' bits: with GENIEX_AVX2_EXACT=1 the file-layout order is wanted instead.

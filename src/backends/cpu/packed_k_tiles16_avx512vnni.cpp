@@ -248,18 +248,22 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   if (pairs > 0) {
+    // Q4_K's and Q5_K's min terms: sub-block sums once per call, shared by every row pair.
     thread_local std::vector<SubSums16> sums;
-    const auto total = static_cast<size_t>(n_cols * nb);
-    if (sums.size() < total) sums.resize(total);
-    for (int64_t c = 0; c < (kSubSums ? n_cols : 0); ++c) {
-      for (int64_t b = 0; b < nb; ++b) {
-        const auto* bs = reinterpret_cast<const int16_t*>(ab + static_cast<size_t>(c) * a_stride +
-                                                          static_cast<size_t>(b) * kActBytes + kActBsums);
-        SubSums16& d = sums[static_cast<size_t>(c * nb + b)];
-        for (int j = 0; j < 8; ++j) d.v[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);
+    const SubSums16* ss = nullptr;
+    if constexpr (kSubSums) {
+      const auto total = static_cast<size_t>(n_cols * nb);
+      if (sums.size() < total) sums.resize(total);
+      for (int64_t c = 0; c < n_cols; ++c) {
+        for (int64_t b = 0; b < nb; ++b) {
+          const auto* bs = reinterpret_cast<const int16_t*>(ab + static_cast<size_t>(c) * a_stride +
+                                                            static_cast<size_t>(b) * kActBytes + kActBsums);
+          SubSums16& d = sums[static_cast<size_t>(c * nb + b)];
+          for (int j = 0; j < 8; ++j) d.v[j] = static_cast<int16_t>(bs[2 * j] + bs[2 * j + 1]);
+        }
       }
+      ss = sums.data();
     }
-    const SubSums16* ss = sums.data();
     const size_t group_bytes = static_cast<size_t>(nb) * kBlock;
     const int64_t cb = std::max<int64_t>(kColTile, static_cast<int64_t>((256 << 10) / std::max<size_t>(a_stride, 1)) /
                                                        kColTile * kColTile);
@@ -271,11 +275,11 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
         float* og = out + p * 16;
         int64_t c = cb0;
         for (; c + kColTile <= cb1; c += kColTile) {
-          T4(nb, g0, g1, ab + static_cast<size_t>(c) * a_stride, a_stride, ss + c * nb, nb, og + c * out_stride,
-             out_stride);
+          T4(nb, g0, g1, ab + static_cast<size_t>(c) * a_stride, a_stride, ss ? ss + c * nb : nullptr, nb,
+             og + c * out_stride, out_stride);
         }
         const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
-        const SubSums16* sc = ss + c * nb;
+        const SubSums16* sc = ss ? ss + c * nb : nullptr;
         switch (cb1 - c) {
           case 3: T3(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;
           case 2: T2(nb, g0, g1, ac, a_stride, sc, nb, og + c * out_stride, out_stride); break;

@@ -17,8 +17,8 @@
 // call has (1-column decode == prefill, bit for bit), nor on which of the two files ran.
 //
 // Expects <immintrin.h>, <algorithm>, <cstdint>, <cstring>, <vector>, kernels_internal.hpp,
-// packed.hpp and quant/quant.hpp to be included. Defines the file-local gemm_kx8 driver and the
-// tiles; the includer builds its PackedKernels from them.
+// packed.hpp and quant/quant.hpp to be included. Defines the file-local gemm_kx8 driver, the
+// tiles and k_kernels(), the includer's PackedKernels over them.
 #ifndef GENIEX_TILES_VNNI
 #error "define GENIEX_TILES_VNNI to 0 or 1 before including packed_k_tiles_avx2.hpp"
 #endif
@@ -443,3 +443,22 @@ void gemm_kx8(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, con
   }
 }
 
+// The includer's kernels for the three K layouts: its gemm, packed_k.cpp's repack and row
+// read-back. Names are fixed by the first call (each includer calls with its own constants).
+inline const PackedKernels* k_kernels(DType t, const char* q4_name, const char* q5_name, const char* q6_name) {
+  static const PackedKernels q4_k{
+      q4_name, &gemm_kx8<kQ4KBlock, true, &q4_k_tile<4>, &q4_k_tile<3>, &q4_k_tile<2>, &q4_k_tile<1>>,
+      &dequantize_q4_kx8_row, &repack_q4_kx8};
+  static const PackedKernels q5_k{
+      q5_name, &gemm_kx8<kQ5KBlock, true, &q4_k_tile<4, true>, &q4_k_tile<3, true>, &q4_k_tile<2, true>, &q4_k_tile<1, true>>,
+      &dequantize_q5_kx8_row, &repack_q5_kx8};
+  static const PackedKernels q6_k{
+      q6_name, &gemm_kx8<kQ6KBlock, false, &q6_k_tile<4>, &q6_k_tile<3>, &q6_k_tile<2>, &q6_k_tile<1>>,
+      &dequantize_q6_kx8_row, &repack_q6_kx8};
+  switch (t) {
+    case DType::Q4_K: return &q4_k;
+    case DType::Q5_K: return &q5_k;
+    case DType::Q6_K: return &q6_k;
+    default: return nullptr;
+  }
+}

@@ -22,23 +22,6 @@ namespace {
 
 }  // namespace
 
-const PackedKernels* packed_kernels_k(DType t) {
-  static const PackedKernels q4_k{
-      "q4_kx8_vnni", &gemm_kx8<kQ4KBlock, true, &q4_k_tile<4>, &q4_k_tile<3>, &q4_k_tile<2>, &q4_k_tile<1>>,
-      &dequantize_q4_kx8_row, &repack_q4_kx8};
-  static const PackedKernels q5_k{
-      "q5_kx8_vnni",
-      &gemm_kx8<kQ5KBlock, true, &q4_k_tile<4, true>, &q4_k_tile<3, true>, &q4_k_tile<2, true>, &q4_k_tile<1, true>>,
-      &dequantize_q5_kx8_row, &repack_q5_kx8};
-  static const PackedKernels q6_k{
-      "q6_kx8_vnni", &gemm_kx8<kQ6KBlock, false, &q6_k_tile<4>, &q6_k_tile<3>, &q6_k_tile<2>, &q6_k_tile<1>>,
-      &dequantize_q6_kx8_row, &repack_q6_kx8};
-  switch (t) {
-    case DType::Q4_K: return &q4_k;
-    case DType::Q5_K: return &q5_k;
-    case DType::Q6_K: return &q6_k;
-    default: return nullptr;
-  }
-}
+const PackedKernels* packed_kernels_k(DType t) { return k_kernels(t, "q4_kx8_vnni", "q5_kx8_vnni", "q6_kx8_vnni"); }
 
 }  // namespace geniex::cpu::avxvnni
