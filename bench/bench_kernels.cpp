@@ -99,7 +99,7 @@ BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
 void BM_gemm_packed(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t rows = state.range(1), n = state.range(2), cols = state.range(3);
-  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16"};
+  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16", "avx2x8"};
   const char* isa = isas[state.range(4)];
   const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for_isa(type, "avx2");
   const geniex::cpu::PackedKernels* pk = state.range(4) == 0 ? nullptr : geniex::cpu::packed_kernels_for_isa(type, isa);
@@ -136,8 +136,20 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
         // K-quant rows need n % 256 == 0 (SmolLM2's 576 is not).
         if (t != DType::Q4_K && t != DType::Q5_K && t != DType::Q6_K) b->Args({static_cast<int64_t>(t), 1536, 576, cols, isa});  // SmolLM2 ffn up/gate
         b->Args({static_cast<int64_t>(t), 8192, 2048, cols, isa});  // 1B ffn up/gate
+        if (isa == 3 && cols > 1) b->Args({static_cast<int64_t>(t), 2048, 8192, cols, isa});  // 1B ffn down
+        if (isa == 3 && (t == DType::Q4_0 || t == DType::Q4_1)) {
+          // The same with the 8 x 4 tiles only (isa 7, avx2x8).
+          if (cols > 1) b->Args({static_cast<int64_t>(t), 2048, 8192, cols, 7});
+          b->Args({static_cast<int64_t>(t), 8192, 2048, cols, 7});
+          b->Args({static_cast<int64_t>(t), 1536, 576, cols, 7});
+        }
       }
     }
+  }
+  // Decode from DRAM: 64-150 MiB of weights, past the last-level cache (the cases above fit
+  // in it), to read against BM_read_bandwidth.
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 3});
   }
   b->ArgNames({"type", "rows", "n", "cols", "isa"});
 }

@@ -354,6 +354,18 @@ TEST(Avx512Vnni16Packed, Q8_0) { check_avx512vnni16(DType::Q8_0); }
 TEST(Avx512Vnni16Packed, Q5_0) { check_avx512vnni16(DType::Q5_0); }
 TEST(Avx512Vnni16Packed, Q5_1) { check_avx512vnni16(DType::Q5_1); }
 
+// The AVX2 gemm's two tile shapes: Q4_0 / Q4_1 batches go through 16-row tiles (pairs of 8-row
+// groups, 3 columns), an odd last group and decode through the 8 x 4 tiles; "avx2x8" is the
+// 8 x 4 tiles alone. Both must give the same bits.
+void check_rows16(DType t) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX2 on this CPU";
+  check_same_bits(t, "avx2x8");
+}
+
+TEST(Avx2Packed, Q4_0Rows16SameBits) { check_rows16(DType::Q4_0); }
+TEST(Avx2Packed, Q4_1Rows16SameBits) { check_rows16(DType::Q4_1); }
+
 // The dispatcher honours GENIEX_REPACK=0 (file layout kept).
 TEST(Avx2Packed, RepackCanBeDisabled) {
   ::setenv("GENIEX_REPACK", "0", 1);

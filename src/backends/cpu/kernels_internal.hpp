@@ -35,6 +35,8 @@ void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, c
 // Kernels for the AVX2 packed 8-row layout of weight type t (packed_tiles_avx2.cpp), or nullptr;
 // exact: tiles in the file-layout AVX2 kernels' summation order (GENIEX_AVX2_EXACT=1).
 const PackedKernels* packed_kernels(DType t, bool exact);
+// Q4_0 / Q4_1 with the 8 x 4 tiles only (no 16-row pairs): the same bits; isa "avx2x8".
+const PackedKernels* packed_kernels_rows8(DType t);
 // The same for the K-quant layouts Q4_Kx8 / Q6_Kx8 (packed_k_tiles_avx2.cpp), or nullptr.
 const PackedKernels* packed_kernels_k(DType t);
 }  // namespace avx2

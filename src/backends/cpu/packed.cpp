@@ -313,6 +313,11 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
     if (const PackedKernels* k = avxvnni::packed_kernels(t)) return k;
     return avxvnni::packed_kernels_k(t);
   }
+  if (std::strcmp(isa, "avx2x8") == 0) {
+    // The AVX2 Q4_0 / Q4_1 gemm with the 8 x 4 tiles only, for comparisons and tests.
+    if (!(f.avx2 && f.fma && f.f16c) || avx2_exact()) return nullptr;
+    return avx2::packed_kernels_rows8(t);
+  }
   if (std::strcmp(isa, "avx2") == 0) {
     if (!(f.avx2 && f.fma && f.f16c)) return nullptr;
     // GENIEX_AVX2_EXACT=1 (read here, once per weight at load): the file-layout kernels'

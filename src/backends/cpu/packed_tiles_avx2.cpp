@@ -19,11 +19,16 @@ namespace {
 #undef GENIEX_TILES_VNNI
 
 constexpr PackedKernels kPacked[] = {
-    {"q4_0x8_avx2", &gemm<Fmt::Q4_0, false>, &dequantize_row<Fmt::Q4_0>, &repack<Fmt::Q4_0>},
-    {"q4_1x8_avx2", &gemm<Fmt::Q4_1, false>, &dequantize_row<Fmt::Q4_1>, &repack<Fmt::Q4_1>},
+    {"q4_0x8_avx2", &gemm<Fmt::Q4_0, false, true>, &dequantize_row<Fmt::Q4_0>, &repack<Fmt::Q4_0>},
+    {"q4_1x8_avx2", &gemm<Fmt::Q4_1, false, true>, &dequantize_row<Fmt::Q4_1>, &repack<Fmt::Q4_1>},
     {"q8_0x8_avx2", &gemm<Fmt::Q8_0, false>, &dequantize_row<Fmt::Q8_0>, &repack<Fmt::Q8_0>},
     {"q5_0x8_avx2", &gemm<Fmt::Q5_0, false>, &dequantize_row<Fmt::Q5_0>, &repack<Fmt::Q5_0>},
     {"q5_1x8_avx2", &gemm<Fmt::Q5_1, false>, &dequantize_row<Fmt::Q5_1>, &repack<Fmt::Q5_1>},
+};
+// The 8 x 4 tiles alone (no 16-row pairs), for comparisons (isa "avx2x8").
+constexpr PackedKernels kPackedRows8[] = {
+    {"q4_0x8_avx2", &gemm<Fmt::Q4_0, false>, &dequantize_row<Fmt::Q4_0>, &repack<Fmt::Q4_0>},
+    {"q4_1x8_avx2", &gemm<Fmt::Q4_1, false>, &dequantize_row<Fmt::Q4_1>, &repack<Fmt::Q4_1>},
 };
 constexpr PackedKernels kPackedExact[] = {
     {"q4_0x8_avx2_exact", &gemm<Fmt::Q4_0, true>, &dequantize_row<Fmt::Q4_0>, &repack<Fmt::Q4_0>},
@@ -33,6 +38,14 @@ constexpr PackedKernels kPackedExact[] = {
 };
 
 }  // namespace
+
+const PackedKernels* packed_kernels_rows8(DType t) {
+  switch (t) {
+    case DType::Q4_0: return &kPackedRows8[0];
+    case DType::Q4_1: return &kPackedRows8[1];
+    default: return nullptr;
+  }
+}
 
 // exact (GENIEX_AVX2_EXACT=1, read by packed.cpp): every column through tile_exact, the file
 // layout's arithmetic bit for bit, ~2x slower prefill than the tiles.

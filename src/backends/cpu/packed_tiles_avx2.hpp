@@ -395,6 +395,72 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
 }
 
+#if !GENIEX_TILES_VNNI
+// 16 rows (the 8-row groups at grp and grp + gstride) x C columns (C <= 3), for the 4-bit
+// formats with maddubs. Each broadcast activation dword feeds both groups' maddubs, so a block
+// costs 3.7 vector operations per 32 products where the 8 x 4 tile costs 4.5 (the broadcasts
+// run on the vector pipes of AMD's Zen cores, where this tile is bound by those pipes). Every
+// row's integer sums and float operations are those of tile<F, C> in the same order: the same
+// bits.
+template <Fmt F, int C>
+void tile16(int64_t nb, const uint8_t* grp, size_t gstride, const uint8_t* a, size_t a_stride, const ActTerm* tm,
+            int64_t tm_stride, float* out, int64_t os) {
+  static_assert(F == Fmt::Q4_0 || F == Fmt::Q4_1, "the 4-bit formats without a fifth bit");
+  using T = Traits<F>;
+  using L = Layout<F>;
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __m256 acc[2][C];
+  for (int g = 0; g < 2; ++g) {
+    for (int c = 0; c < C; ++c) acc[g][c] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk[2] = {grp + static_cast<size_t>(b) * L::kBlockBytes,
+                             grp + gstride + static_cast<size_t>(b) * L::kBlockBytes};
+    const uint8_t* ap[C];
+    for (int c = 0; c < C; ++c) ap[c] = a + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
+    __m256i s16[2][C];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m256i u[2];
+        for (int g = 0; g < 2; ++g) {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[g] + L::kQOff + 32 * j));
+          u[g] = h == 0 ? _mm256_and_si256(q, low4) : _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        }
+#pragma GCC unroll 3
+        for (int c = 0; c < C; ++c) {
+          const __m256i av = bcast32(ap[c] + 16 * h + 4 * j);
+          for (int g = 0; g < 2; ++g) {
+            const __m256i p = _mm256_maddubs_epi16(u[g], av);
+            s16[g][c] = j == 0 && h == 0 ? p : _mm256_add_epi16(s16[g][c], p);
+            pin(s16[g][c]);
+          }
+        }
+      }
+    }
+    for (int g = 0; g < 2; ++g) {
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g])));
+      __m256 mw = _mm256_setzero_ps();
+      if constexpr (has_min(F)) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g] + 16)));
+#pragma GCC unroll 3
+      for (int c = 0; c < C; ++c) {
+        const ActTerm& t = tm[c * tm_stride + b];
+        __m256i s = _mm256_madd_epi16(s16[g][c], ones16);
+        if constexpr (F == Fmt::Q4_0) s = _mm256_add_epi32(s, _mm256_set1_epi32(t.corr));
+        acc[g][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(t.d)), _mm256_cvtepi32_ps(s), acc[g][c]);
+        if constexpr (has_min(F)) acc[g][c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc[g][c]);
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    _mm256_storeu_ps(out + c * os, acc[0][c]);
+    _mm256_storeu_ps(out + c * os + 8, acc[1][c]);
+  }
+}
+#endif
+
 // One column with the file layout's AVX2 arithmetic (kernels_avx2.cpp, as llama.cpp's vec_dot):
 // per row 8 float lanes, lane i holding elements 4i..4i+3 of every block (our quant vector i for
 // i < 4, high nibbles of vector i - 4 above; for Q8_0 vector i), each block's lane sum (offset
@@ -470,7 +536,54 @@ void prepare_lane_corr(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_
   }
 }
 
-template <Fmt F, bool kExact>
+// Pairs of 8-row groups through tile16 (3 columns per tile), an odd last group and one-column
+// calls (decode) through the 8-row tiles: the same bits either way.
+template <Fmt F>
+void gemm16(int64_t nb, const uint8_t* wb, int64_t n_rows, const uint8_t* ab, size_t a_stride, int64_t n_cols,
+            const ActTerm* terms, float* out, int64_t out_stride) {
+  using L = Layout<F>;
+  constexpr int kCols = 3;  // 16 x 2 measured 1.05x the 8 x 4 tile, 16 x 3 1.14x (Zen 3)
+  const size_t gstride = static_cast<size_t>(nb) * L::kBlockBytes;
+  const int64_t groups = n_rows / 8;
+  const int64_t chunk = std::max<int64_t>(kCols, static_cast<int64_t>((256u << 10) / std::max<size_t>(a_stride, 1)) / kCols * kCols);
+  for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
+    const int64_t c1 = std::min(n_cols, c0 + chunk);
+    for (int64_t g = 0; g < groups; g += 2) {
+      const uint8_t* grp = wb + static_cast<size_t>(g) * gstride;
+      float* og = out + g * 8;
+      int64_t c = c0;
+      if (g + 1 < groups) {
+        for (; c + kCols <= c1; c += kCols) {
+          tile16<F, kCols>(nb, grp, gstride, ab + static_cast<size_t>(c) * a_stride, a_stride, terms + c * nb, nb,
+                           og + c * out_stride, out_stride);
+        }
+        const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
+        const ActTerm* tc = terms + c * nb;
+        switch (c1 - c) {
+          case 2: tile16<F, 2>(nb, grp, gstride, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+          case 1: tile16<F, 1>(nb, grp, gstride, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+          default: break;
+        }
+        continue;
+      }
+      for (; c + 4 <= c1; c += 4) {
+        tile<F, 4>(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, terms + c * nb, nb, og + c * out_stride,
+                   out_stride);
+      }
+      const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
+      const ActTerm* tc = terms + c * nb;
+      switch (c1 - c) {
+        case 3: tile<F, 3>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+        case 2: tile<F, 2>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+        case 1: tile<F, 1>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+        default: break;
+      }
+    }
+  }
+}
+
+// kRows16: the 4-bit formats (Q4_0, Q4_1) through gemm16 when a call has several columns.
+template <Fmt F, bool kExact, bool kRows16 = false>
 void gemm(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const void* a, size_t a_stride,
           int64_t n_cols, float* out, int64_t out_stride) {
   using L = Layout<F>;
@@ -491,6 +604,14 @@ void gemm(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const v
     }
     return;
   }
+#if !GENIEX_TILES_VNNI
+  if constexpr (kRows16 && (F == Fmt::Q4_0 || F == Fmt::Q4_1)) {
+    if (n_cols > 1) {
+      gemm16<F>(nb, wb, n_rows, ab, a_stride, n_cols, terms.data(), out, out_stride);
+      return;
+    }
+  }
+#endif
   // Columns in chunks whose activations stay in L2 (~256 KiB) while every row group passes
   // over them; within a chunk each group (8 rows) stays in L1 across the column tiles.
   const int64_t chunk = std::max<int64_t>(kCols, static_cast<int64_t>((256u << 10) / std::max<size_t>(a_stride, 1)) / kCols * kCols);
