@@ -154,6 +154,12 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   if (work_.size() < need) work_.resize(need);
   uint8_t* work = work_.data();
   const size_t work_size = need;
+  if (n_tickets_ < g.nodes().size()) {
+    n_tickets_ = g.nodes().size();
+    tickets_ = std::make_unique<cpu_ops::RowTicket[]>(n_tickets_);
+  }
+  for (int32_t id : nodes) tickets_[static_cast<size_t>(id)].next.store(0, std::memory_order_relaxed);
+  cpu_ops::RowTicket* tickets = tickets_.get();
 
   pool_.run([&](int ith, int nth_run) {
     // Every thread makes the same decisions from the same sequence, so all call barrier()
@@ -182,7 +188,8 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
         }
       }
       first = false;
-      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, weights_.get(), ith, nth_run, &act};
+      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, weights_.get(), ith, nth_run, &act,
+                                 &tickets[static_cast<size_t>(id)]};
       switch (node.op) {
         case graph::Op::GetRows: cpu_ops::get_rows(args); break;
         case graph::Op::RmsNorm: cpu_ops::rms_norm(args); break;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/backend/weight_store.hpp"
 #include "core/thread_pool.hpp"
 
@@ -37,6 +38,10 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const CpuWeightStore> weights_;
   std::vector<uint8_t> work_;  // scratch for quantized activations; grows, never shrinks
   bool barrier_every_node_ = false;
+  // Per graph node, the next piece of its rows a thread may take (matmul): reset before each
+  // run, so no barrier is needed between the ops that use them.
+  std::unique_ptr<cpu_ops::RowTicket[]> tickets_;
+  size_t n_tickets_ = 0;
 };
 
 // Host memory aligned for SIMD, used by host-visible backends.

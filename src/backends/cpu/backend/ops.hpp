@@ -2,6 +2,8 @@
 // with internal phases call pool.barrier() the same number of times on every thread.
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 
 #include "backends/backend.hpp"
@@ -21,6 +23,11 @@ struct ActCache {
 // Bytes per thread part for one quantized token row (parts start 64-byte aligned).
 size_t act_part_bytes(size_t row_bytes);
 
+// A counter of the pieces of one node's rows handed out so far (cache-line sized: one per node).
+struct alignas(64) RowTicket {
+  std::atomic<int64_t> next{0};
+};
+
 struct OpArgs {
   const graph::Graph& graph;
   const graph::Node& node;
@@ -31,6 +38,7 @@ struct OpArgs {
   int ith;
   int nth;
   ActCache* act;  // this thread's record of the work buffer's activations
+  RowTicket* rows;  // this node's row pieces (matmul), zero at the start of the run
 
   const void* src(int i) const { return ctx.data[static_cast<size_t>(node.src[static_cast<size_t>(i)])]; }
   const graph::Node& src_node(int i) const { return graph.node(node.src[static_cast<size_t>(i)]); }
