@@ -1,6 +1,8 @@
 // MatMul on the CPU: activations are quantized once to the weight type's partner format
 // (e.g. Q8_1 for Q4_1; once for consecutive matmuls of one input), then every thread runs the
 // gemm kernel on its share of weight rows.
+#include <algorithm>
+
 #include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/kernels.hpp"
 
@@ -75,7 +77,12 @@ void matmul(const OpArgs& a) {
     run(c0, c1);
     return;
   }
-  const int64_t piece = std::max<int64_t>(1, n_chunks / (kPiecesPerThread * a.nth));
+  // At least kMinPieceBytes of weights per piece: on small matrices (SmolLM2's 576 rows) one
+  // piece per 16-row chunk made the counter's cache line and the calls cost more than they saved.
+  constexpr size_t kMinPieceBytes = size_t{64} << 10;
+  const int64_t min_chunks =
+      static_cast<int64_t>((kMinPieceBytes + kRowAlign * w_stride - 1) / (kRowAlign * w_stride));
+  const int64_t piece = std::max({int64_t{1}, min_chunks, n_chunks / (kPiecesPerThread * a.nth)});
   for (int64_t i = a.rows->next.fetch_add(1, std::memory_order_relaxed); i * piece < n_chunks;
        i = a.rows->next.fetch_add(1, std::memory_order_relaxed)) {
     run(i * piece, std::min(n_chunks, (i + 1) * piece));
