@@ -261,6 +261,16 @@ inline __m256i bcast32(const uint8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// A block's float work for one column: the exact i32 row sums s (+ the offset correction of
+// Q4_0 / Q5_0) times d_w d_a into acc, then Q4_1's / Q5_1's m_w s_a. Every tile ends a block so.
+template <Fmt F>
+__attribute__((always_inline)) inline __m256 finish_block(__m256i s, __m256 dw, __m256 mw, const ActTerm& t, __m256 acc) {
+  if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) s = _mm256_add_epi32(s, _mm256_set1_epi32(t.corr));
+  acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(t.d)), _mm256_cvtepi32_ps(s), acc);
+  if constexpr (has_min(F)) acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc);
+  return acc;
+}
+
 // 8 rows (nb blocks from grp) x C columns (activation rows ap[c], terms tm[c]) -> out[c * os + 0..7].
 template <Fmt F, int C>
 void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, const ActTerm* tm, int64_t tm_stride,
@@ -385,14 +395,29 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
     if constexpr (has_min(F)) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16)));
 #pragma GCC unroll 4
     for (int c = 0; c < C; ++c) {
-      const ActTerm& t = tm[c * tm_stride + b];
-      __m256i s = sum[c];
-      if constexpr (F == Fmt::Q4_0 || F == Fmt::Q5_0) s = _mm256_add_epi32(s, _mm256_set1_epi32(t.corr));
-      acc[c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(t.d)), _mm256_cvtepi32_ps(s), acc[c]);
-      if constexpr (has_min(F)) acc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc[c]);
+      acc[c] = finish_block<F>(sum[c], dw, mw, tm[c * tm_stride + b], acc[c]);
     }
   }
   for (int c = 0; c < C; ++c) _mm256_storeu_ps(out + c * os, acc[c]);
+}
+
+// One 8-row group against columns [c0, c1): 8 x 4 tiles, then one tile for the 1-3 left.
+template <Fmt F>
+void columns8(int64_t nb, const uint8_t* grp, const uint8_t* ab, size_t a_stride, const ActTerm* terms, int64_t c0,
+              int64_t c1, float* og, int64_t out_stride) {
+  int64_t c = c0;
+  for (; c + 4 <= c1; c += 4) {
+    tile<F, 4>(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, terms + c * nb, nb, og + c * out_stride,
+               out_stride);
+  }
+  const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
+  const ActTerm* tc = terms + c * nb;
+  switch (c1 - c) {
+    case 3: tile<F, 3>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+    case 2: tile<F, 2>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+    case 1: tile<F, 1>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+    default: break;
+  }
 }
 
 #if !GENIEX_TILES_VNNI
@@ -446,11 +471,7 @@ void tile16(int64_t nb, const uint8_t* grp, size_t gstride, const uint8_t* a, si
       if constexpr (has_min(F)) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk[g] + 16)));
 #pragma GCC unroll 3
       for (int c = 0; c < C; ++c) {
-        const ActTerm& t = tm[c * tm_stride + b];
-        __m256i s = _mm256_madd_epi16(s16[g][c], ones16);
-        if constexpr (F == Fmt::Q4_0) s = _mm256_add_epi32(s, _mm256_set1_epi32(t.corr));
-        acc[g][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(t.d)), _mm256_cvtepi32_ps(s), acc[g][c]);
-        if constexpr (has_min(F)) acc[g][c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(t.s), acc[g][c]);
+        acc[g][c] = finish_block<F>(_mm256_madd_epi16(s16[g][c], ones16), dw, mw, tm[c * tm_stride + b], acc[g][c]);
       }
     }
   }
@@ -536,6 +557,7 @@ void prepare_lane_corr(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_
   }
 }
 
+#if !GENIEX_TILES_VNNI
 // Pairs of 8-row groups through tile16 (3 columns per tile), an odd last group and one-column
 // calls (decode) through the 8-row tiles: the same bits either way.
 template <Fmt F>
@@ -566,21 +588,11 @@ void gemm16(int64_t nb, const uint8_t* wb, int64_t n_rows, const uint8_t* ab, si
         }
         continue;
       }
-      for (; c + 4 <= c1; c += 4) {
-        tile<F, 4>(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, terms + c * nb, nb, og + c * out_stride,
-                   out_stride);
-      }
-      const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
-      const ActTerm* tc = terms + c * nb;
-      switch (c1 - c) {
-        case 3: tile<F, 3>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        case 2: tile<F, 2>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        case 1: tile<F, 1>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        default: break;
-      }
+      columns8<F>(nb, grp, ab, a_stride, terms, c0, c1, og, out_stride);
     }
   }
 }
+#endif
 
 // kRows16: the 4-bit formats (Q4_0, Q4_1) through gemm16 when a call has several columns.
 template <Fmt F, bool kExact, bool kRows16 = false>
@@ -618,21 +630,8 @@ void gemm(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const v
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
     for (int64_t g = 0; g < n_rows / 8; ++g) {
-      const uint8_t* grp = wb + static_cast<size_t>(g * nb) * L::kBlockBytes;
-      float* og = out + g * 8;
-      int64_t c = c0;
-      for (; c + kCols <= c1; c += kCols) {
-        tile<F, kCols>(nb, grp, ab + static_cast<size_t>(c) * a_stride, a_stride, terms.data() + c * nb, nb,
-                       og + c * out_stride, out_stride);
-      }
-      const uint8_t* ac = ab + static_cast<size_t>(c) * a_stride;
-      const ActTerm* tc = terms.data() + c * nb;
-      switch (c1 - c) {
-        case 3: tile<F, 3>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        case 2: tile<F, 2>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        case 1: tile<F, 1>(nb, grp, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        default: break;
-      }
+      columns8<F>(nb, wb + static_cast<size_t>(g * nb) * L::kBlockBytes, ab, a_stride, terms.data(), c0, c1,
+                  out + g * 8, out_stride);
     }
   }
 }

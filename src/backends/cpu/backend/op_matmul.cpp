@@ -52,7 +52,7 @@ void matmul(const OpArgs& a) {
   // samples); batches 2, since every gemm call prepares its activation terms again (at 16 that
   // was ~8% of a 64-row piece's time). Which thread computes a row does not change its bits.
   constexpr int64_t kRowAlign = 16;
-  const int64_t kPiecesPerThread = n_tok == 1 ? 16 : 2;
+  const int64_t pieces_per_thread = n_tok == 1 ? 16 : 2;
   const RowRange part = a.ctx.rows_of(static_cast<int32_t>(&a.node - a.graph.nodes().data()), n_out);
   const int64_t n_chunks = (part.end - part.begin + kRowAlign - 1) / kRowAlign;
   const size_t w_stride = static_cast<size_t>(row_bytes(w.type, n_in));
@@ -71,7 +71,7 @@ void matmul(const OpArgs& a) {
            n_out);
     }
   };
-  if (a.nth == 1 || a.rows == nullptr) {
+  if (a.nth == 1) {
     int64_t c0, c1;
     ThreadPool::split_range(n_chunks, a.ith, a.nth, &c0, &c1);
     run(c0, c1);
@@ -82,7 +82,7 @@ void matmul(const OpArgs& a) {
   constexpr size_t kMinPieceBytes = size_t{64} << 10;
   const int64_t min_chunks =
       static_cast<int64_t>((kMinPieceBytes + kRowAlign * w_stride - 1) / (kRowAlign * w_stride));
-  const int64_t piece = std::max({int64_t{1}, min_chunks, n_chunks / (kPiecesPerThread * a.nth)});
+  const int64_t piece = std::max({int64_t{1}, min_chunks, n_chunks / (pieces_per_thread * a.nth)});
   for (int64_t i = a.rows->next.fetch_add(1, std::memory_order_relaxed); i * piece < n_chunks;
        i = a.rows->next.fetch_add(1, std::memory_order_relaxed)) {
     run(i * piece, std::min(n_chunks, (i + 1) * piece));
