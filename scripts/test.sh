@@ -241,9 +241,9 @@ fi
 if [ "${GENIEX_SKIP_FUZZ:-0}" = "1" ]; then
   step "fuzz: skipped (GENIEX_SKIP_FUZZ=1)"
 elif command -v clang >/dev/null 2>&1 && command -v clang++ >/dev/null 2>&1; then
-  step "fuzz: configure + build the fuzz targets (build-fuzz, clang, libFuzzer)"
+  step "fuzz: configure + build the fuzz targets (build-fuzz, clang, libFuzzer, -DGENIEX_WERROR=ON)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENIEX_FUZZ=ON \
-    -DGENIEX_BUILD_BENCH=OFF -DGENIEX_BUILD_TESTS=ON -DGENIEX_SANITIZE=OFF
+    -DGENIEX_BUILD_BENCH=OFF -DGENIEX_BUILD_TESTS=ON -DGENIEX_SANITIZE=OFF -DGENIEX_WERROR=ON
   mapfile -t fuzz_targets < <(cmake --build build-fuzz --target help | grep -oE '\bfuzz_[A-Za-z0-9_]+' | sort -u)
   [ "${#fuzz_targets[@]}" -gt 0 ] || fail "no fuzz_* targets in build-fuzz"
   echo "fuzz targets: ${fuzz_targets[*]}"

@@ -124,7 +124,7 @@ void measure(const Model& model, const json& ref, Measured& m) {
       const auto p = softmax(want.data(), n_vocab), q = softmax(got, n_vocab);
       double kl = 0;
       for (size_t i = 0; i < n_vocab; ++i) {
-        const double pi = p[i], qi = q[i];
+        const double pi = static_cast<double>(p[i]), qi = static_cast<double>(q[i]);
         if (pi > 0) kl += pi * (std::log(pi) - std::log(std::max(1e-30, qi)));
       }
       m.kl_sum += kl;

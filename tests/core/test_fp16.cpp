@@ -9,6 +9,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "../common/x86_cpuid.hpp"
 #define GX_TEST_X86 1
 #endif
 
@@ -74,9 +76,10 @@ uint16_t ref_f32_to_bf16(float f) {
 }
 
 #ifdef GX_TEST_X86
-bool have_f16c() { return __builtin_cpu_supports("f16c"); }
+bool have_f16c() { return geniex::test::x86_f16c_usable(); }
 __attribute__((target("f16c"))) uint16_t hw_f32_to_fp16(float f) {
-  return static_cast<uint16_t>(_cvtss_sh(f, 0));
+  const __m128i h = _mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT);
+  return static_cast<uint16_t>(_mm_extract_epi16(h, 0));
 }
 __attribute__((target("f16c"))) float hw_fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 #else

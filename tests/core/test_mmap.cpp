@@ -18,6 +18,7 @@
 #include "core/cpu_features.hpp"
 #include "core/mmap.hpp"
 #include "core_test_seed.hpp"
+#include "../common/x86_cpuid.hpp"
 
 namespace geniex {
 namespace {
@@ -201,7 +202,7 @@ TEST(CpuFeatures, AgreeWithCompilerDetection) {
   if (std::getenv("GENIEX_CPU_DISABLE") != nullptr) GTEST_SKIP() << "features masked by env";
   EXPECT_EQ(f.avx2, __builtin_cpu_supports("avx2") != 0);
   EXPECT_EQ(f.fma, __builtin_cpu_supports("fma") != 0);
-  EXPECT_EQ(f.f16c, __builtin_cpu_supports("f16c") != 0);
+  EXPECT_EQ(f.f16c, geniex::test::x86_f16c_usable());
   EXPECT_EQ(f.avx512f, __builtin_cpu_supports("avx512f") != 0);
   EXPECT_EQ(f.avx512bw, __builtin_cpu_supports("avx512bw") != 0);
   EXPECT_FALSE(f.neon);

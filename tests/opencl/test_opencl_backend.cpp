@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <random>
 
 #include "backends/cpu/backend/cpu_backend.hpp"
@@ -73,7 +74,7 @@ std::vector<float> run(sched::Scheduler& s, const graph::Graph& g, const std::ve
 double nmse(const std::vector<float>& y, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(y[i])) return INFINITY;
+    if (!std::isfinite(y[i])) return std::numeric_limits<double>::infinity();
     const double d = static_cast<double>(y[i]) - static_cast<double>(ref[i]);
     num += d * d;
     den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);

@@ -273,7 +273,8 @@ TEST(CpuHelpers, MatchScalarLoops) {
 
     double dot = 0.0, dot_h = 0.0, absdot = 0.0;
     for (int64_t i = 0; i < n; ++i) {
-      const double ai = a[i], bi = b[i], bhi = fp16_to_f32(bh[i]);
+      const double ai = static_cast<double>(a[i]), bi = static_cast<double>(b[i]),
+                   bhi = static_cast<double>(fp16_to_f32(bh[i]));
       dot += ai * bi;
       dot_h += ai * bhi;
       absdot += std::fabs(ai * bi);

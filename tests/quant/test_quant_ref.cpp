@@ -320,7 +320,7 @@ TEST_P(QuantRoundTrip, ErrorWithinBound) {
     double err2 = 0.0, sig2 = 0.0;
     for (size_t i = 0; i < x.size(); ++i) {
       ASSERT_TRUE(std::isfinite(y[i])) << i;
-      const double xi = x[i], yi = y[i];
+      const double xi = static_cast<double>(x[i]), yi = static_cast<double>(y[i]);
       err2 += (xi - yi) * (xi - yi);
       sig2 += xi * xi;
     }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/kernels_internal.hpp"
@@ -45,7 +46,11 @@ inline int hsum8_i32(__m256i v) {
 }
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-inline uint16_t f2h(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+// (vcvtps2ph on one lane: clang's _cvtss_sh macro is a C99 compound literal, an error in C++
+// with -Werror.)
+inline uint16_t f2h(float f) {
+  return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0));
+}
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
@@ -281,42 +286,15 @@ inline int mins_dot_bsums(const int* mins, const int16_t* bsums) {
   return _mm_cvtsi128_si32(p);
 }
 
-float dot_q4_k(const void* wv, const void* av, int64_t n) {
-  const auto* x = static_cast<const BlockQ4_K*>(wv);
+// Q4_K and Q5_K times Q8_K: the same sub-block scales and mins; Q5_K adds a fifth bit to each
+// quant from qh (bit 2j of a qh byte for the low-nibble quants of chunk j, bit 2j+1 for the high).
+template <class Block>
+float dot_q45_k(const void* wv, const void* av, int64_t n) {
+  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_K>;
+  const auto* x = static_cast<const Block*>(wv);
   const auto* y = static_cast<const BlockQ8_K*>(av);
   const __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256 acc = _mm256_setzero_ps();
-  float acc_min = 0.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i) {
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
-    const uint8_t* q4 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j, q4 += 32, q8 += 64) {
-      const __m256i q = load256(q4);
-      const __m256i lo = _mm256_and_si256(q, low4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(q8)),
-                                             _mm256_set1_epi16(static_cast<int16_t>(sc[2 * j])));
-      const __m256i p_hi =
-          _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load256(q8 + 32)),
-                            _mm256_set1_epi16(static_cast<int16_t>(sc[2 * j + 1])));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-    }
-    const float d = h2f(x[i].d) * y[i].d;
-    const float dmin = h2f(x[i].dmin) * y[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    acc_min += dmin * static_cast<float>(mins_dot_bsums(mn, y[i].bsums));
-  }
-  return hsum8(acc) - acc_min;
-}
-
-float dot_q5_k(const void* wv, const void* av, int64_t n) {
-  const auto* x = static_cast<const BlockQ5_K*>(wv);
-  const auto* y = static_cast<const BlockQ8_K*>(av);
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i bit4 = _mm256_set1_epi8(0x10);
+  [[maybe_unused]] const __m256i bit4 = _mm256_set1_epi8(0x10);
   __m256 acc = _mm256_setzero_ps();
   float acc_min = 0.0f;
   for (int64_t i = 0; i < n / kQK_K; ++i) {
@@ -324,16 +302,18 @@ float dot_q5_k(const void* wv, const void* av, int64_t n) {
     for (int j = 0; j < 8; ++j) scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
     const uint8_t* ql = x[i].qs;
     const int8_t* q8 = y[i].qs;
-    __m256i hbits = load256(x[i].qh);
+    [[maybe_unused]] __m256i hbits = _mm256_setzero_si256();
+    if constexpr (kFifth) hbits = load256(x[i].qh);
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j, ql += 32, q8 += 64) {
-      // Bit 2j of each qh byte is the fifth bit of the low-nibble quant, bit 2j+1 of the high.
       const __m256i q = load256(ql);
-      const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4),
-                                         _mm256_and_si256(_mm256_slli_epi16(hbits, 4), bit4));
-      const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4),
-                                         _mm256_and_si256(_mm256_slli_epi16(hbits, 3), bit4));
-      hbits = _mm256_srli_epi16(hbits, 2);
+      __m256i lo = _mm256_and_si256(q, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+      if constexpr (kFifth) {
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hbits, 4), bit4));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hbits, 3), bit4));
+        hbits = _mm256_srli_epi16(hbits, 2);
+      }
       const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load256(q8)),
                                              _mm256_set1_epi16(static_cast<int16_t>(sc[2 * j])));
       const __m256i p_hi =
@@ -732,9 +712,9 @@ const TypeKernels kTable[] = {
     {DType::Q5_1, DType::Q8_1, "avx2", &dequantize_q5_1, &quantize_q8_1, &gemm_q<TraitQ5_1, 32>},
     {DType::Q8_0, DType::Q8_0, "avx2", &dequantize_q8_0, &quantize_q8_0, &gemm_q<TraitQ8_0, 32>},
     {DType::Q4_K, DType::Q8_K, "avx2", &dequantize_ref<DType::Q4_K>, &quantize_q8_k,
-     &gemm_rowdot<&dot_q4_k>},
+     &gemm_rowdot<&dot_q45_k<BlockQ4_K>>},
     {DType::Q5_K, DType::Q8_K, "avx2", &dequantize_ref<DType::Q5_K>, &quantize_q8_k,
-     &gemm_rowdot<&dot_q5_k>},
+     &gemm_rowdot<&dot_q45_k<BlockQ5_K>>},
     {DType::Q6_K, DType::Q8_K, "avx2", &dequantize_ref<DType::Q6_K>, &quantize_q8_k,
      &gemm_rowdot<&dot_q6_k>},
 };

@@ -14,10 +14,7 @@
 // order with a few scalar shifts, become a mask register that adds 16 to the selected bytes.
 #include <immintrin.h>
 
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside their own intrinsics (the
-// deliberately undefined "__Y" operands); nothing in this file is uninitialized.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "backends/cpu/avx512_diagnostics.hpp"
 
 #include <cstring>
 #include <vector>

@@ -12,10 +12,7 @@
 // Compiled with AVX-512 F/BW/VL/VNNI and only called where cpu_features() reports them.
 #include <immintrin.h>
 
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside their own intrinsics (the
-// deliberately undefined "__Y" operands); nothing in this file is uninitialized.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "backends/cpu/avx512_diagnostics.hpp"
 
 #include <algorithm>
 #include <cstdint>

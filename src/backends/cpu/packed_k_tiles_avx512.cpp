@@ -11,10 +11,7 @@
 // still equals prefill.
 #include <immintrin.h>
 
-// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized inside their own intrinsics (the
-// deliberately undefined "__Y" operands); nothing in this file is uninitialized.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "backends/cpu/avx512_diagnostics.hpp"
 
 #include <cstdint>
 #include <cstring>

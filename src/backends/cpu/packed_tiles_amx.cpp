@@ -19,10 +19,7 @@
 // on one block while the vector units finish the previous one.
 #include <immintrin.h>
 
-// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized inside their own intrinsics (the
-// deliberately undefined "__Y" operands); nothing in this file is uninitialized.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
+#include "backends/cpu/avx512_diagnostics.hpp"
 
 #include <algorithm>
 #include <cstdint>

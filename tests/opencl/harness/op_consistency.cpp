@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -401,10 +402,10 @@ Output run_case(backends::Backend& be, Case& c) {
 
 // sum((y - ref)^2) / sum(ref^2); infinity when y has a non-finite value where ref has not.
 double nmse(const std::vector<float>& y, const std::vector<float>& ref) {
-  if (y.size() != ref.size()) return INFINITY;
+  if (y.size() != ref.size()) return std::numeric_limits<double>::infinity();
   double num = 0, den = 0;
   for (size_t i = 0; i < y.size(); ++i) {
-    if (!std::isfinite(y[i])) return INFINITY;
+    if (!std::isfinite(y[i])) return std::numeric_limits<double>::infinity();
     const double d = static_cast<double>(y[i]) - static_cast<double>(ref[i]);
     num += d * d;
     den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
