@@ -9,6 +9,19 @@
 
 namespace geniex::cpu {
 
+namespace {
+// The prefill tiles' column blocking: how many columns of `bytes_per_column` (activation bytes
+// per column, or per column pair) fit ~256 KiB of L2 while every row group passes over them,
+// rounded down to a multiple of the tile width `tile`, at least one tile. Internal linkage: the
+// per-ISA files include this with their own target flags, and one inline copy must not stand in
+// for all of them.
+constexpr int64_t l2_column_chunk(int64_t bytes_per_column, int64_t tile) {
+  const int64_t fit = (int64_t{256} << 10) / (bytes_per_column > 0 ? bytes_per_column : 1);
+  return fit / tile * tile > tile ? fit / tile * tile : tile;
+}
+static_assert(l2_column_chunk(2048 * 34 / 32, 4) == 120 && l2_column_chunk(1 << 20, 3) == 3);
+}  // namespace
+
 #if defined(__x86_64__) || defined(_M_X64)
 #define GENIEX_HAVE_AVX2_KERNELS 1
 namespace avx2 {

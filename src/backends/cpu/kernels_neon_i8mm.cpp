@@ -85,7 +85,7 @@ void prepare_pairs(const uint8_t* a, size_t as, int64_t n_pairs, int64_t nb, Pai
 template <class B = PairBlock>
 B* pair_chunks(int64_t nb, int k_pairs, int64_t n_pairs, int64_t* chunk) {
   const int64_t per_pair = nb * static_cast<int64_t>(sizeof(B));
-  *chunk = std::max<int64_t>(k_pairs, (static_cast<int64_t>(256) << 10) / per_pair / k_pairs * k_pairs);
+  *chunk = l2_column_chunk(per_pair, k_pairs);
   thread_local std::vector<B> pairs;
   const auto need = static_cast<size_t>(std::min(*chunk, n_pairs) * nb);
   if (pairs.size() < need) pairs.resize(need);
@@ -969,8 +969,7 @@ void gemm_k_mm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const 
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
   const int64_t rows2 = n_rows - n_rows % 2, n_pairs = n_cols / 2, cols2 = 2 * n_pairs;
-  const int64_t chunk = std::max<int64_t>(
-      kKPairs, (static_cast<int64_t>(256) << 10) / static_cast<int64_t>(2 * std::max<size_t>(a_stride, 1)) / kKPairs * kKPairs);
+  const int64_t chunk = l2_column_chunk(static_cast<int64_t>(2 * a_stride), kKPairs);
   for (int64_t q0 = 0; q0 < n_pairs; q0 += chunk) {
     const int64_t q1 = std::min(n_pairs, q0 + chunk);
     for (int64_t r = 0; r < rows2; r += 2) {

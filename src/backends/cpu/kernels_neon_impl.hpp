@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "backends/cpu/kernels.hpp"
+#include "backends/cpu/kernels_internal.hpp"
 #include "quant/quant.hpp"
 
 namespace geniex::cpu {
@@ -479,8 +480,7 @@ void gemm_k_dot(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const
   const int64_t nsb = n / kQK_K;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(a);
-  const int64_t chunk = std::max<int64_t>(
-      4, (static_cast<int64_t>(256) << 10) / static_cast<int64_t>(std::max<size_t>(a_stride, 1)) / 4 * 4);
+  const int64_t chunk = l2_column_chunk(static_cast<int64_t>(a_stride), 4);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
     for (int64_t r = 0; r < n_rows; ++r) {

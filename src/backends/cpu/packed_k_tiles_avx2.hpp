@@ -419,8 +419,7 @@ void gemm_kx8(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, con
     ss = sums.data();
   }
   const int64_t groups = n_rows / 8;
-  const int64_t cb = std::max<int64_t>(kColTile, static_cast<int64_t>((256 << 10) / std::max<size_t>(a_stride, 1)) /
-                                                     kColTile * kColTile);
+  const int64_t cb = l2_column_chunk(static_cast<int64_t>(a_stride), kColTile);
   for (int64_t cb0 = 0; cb0 < n_cols; cb0 += cb) {
     const int64_t cb1 = std::min(n_cols, cb0 + cb);
     for (int64_t g = 0; g < groups; ++g) {

@@ -144,7 +144,7 @@ void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
   const int64_t groups = n_rows / 8;
   // Columns in chunks whose activations stay in L2 (~256 KiB) while every pair of row groups
   // passes over them, as in the 8-row gemm.
-  const int64_t chunk = std::max<int64_t>(kCols, static_cast<int64_t>((256u << 10) / std::max<size_t>(a_stride, 1)) / kCols * kCols);
+  const int64_t chunk = l2_column_chunk(static_cast<int64_t>(a_stride), kCols);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
     for (int64_t g = 0; g + 2 <= groups; g += 2) {

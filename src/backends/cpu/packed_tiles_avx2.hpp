@@ -567,7 +567,7 @@ void gemm16(int64_t nb, const uint8_t* wb, int64_t n_rows, const uint8_t* ab, si
   constexpr int kCols = 3;  // 16 x 2 measured 1.05x the 8 x 4 tile, 16 x 3 1.14x (Zen 3)
   const size_t gstride = static_cast<size_t>(nb) * L::kBlockBytes;
   const int64_t groups = n_rows / 8;
-  const int64_t chunk = std::max<int64_t>(kCols, static_cast<int64_t>((256u << 10) / std::max<size_t>(a_stride, 1)) / kCols * kCols);
+  const int64_t chunk = l2_column_chunk(static_cast<int64_t>(a_stride), kCols);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
     for (int64_t g = 0; g < groups; g += 2) {
@@ -626,7 +626,7 @@ void gemm(int64_t n, const void* w, size_t /*w_stride*/, int64_t n_rows, const v
 #endif
   // Columns in chunks whose activations stay in L2 (~256 KiB) while every row group passes
   // over them; within a chunk each group (8 rows) stays in L1 across the column tiles.
-  const int64_t chunk = std::max<int64_t>(kCols, static_cast<int64_t>((256u << 10) / std::max<size_t>(a_stride, 1)) / kCols * kCols);
+  const int64_t chunk = l2_column_chunk(static_cast<int64_t>(a_stride), kCols);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
     for (int64_t g = 0; g < n_rows / 8; ++g) {
