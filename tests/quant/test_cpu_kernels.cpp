@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.hpp"
+#include "backends/cpu/kernels_internal.hpp"
 #include "core/cpu_features.hpp"
 #include "core/fp16.hpp"
 #include "quant/quant.hpp"
@@ -322,6 +323,23 @@ TEST(CpuHelpers, Fp16ConversionEdgeValues) {
 namespace geniex {
 namespace {
 
+// n_keys key and value rows of hd random f16 elements (normal), row_bytes apart, the bytes
+// between rows zero; a key's and a value's element drawn in turn.
+template <class Rng>
+void random_kv_rows(Rng& rng, int n_keys, int64_t hd, size_t row_bytes, std::vector<uint8_t>* k,
+                    std::vector<uint8_t>* v) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  k->assign(row_bytes * static_cast<size_t>(n_keys), 0);
+  v->assign(k->size(), 0);
+  for (int j = 0; j < n_keys; ++j) {
+    for (int64_t d = 0; d < hd; ++d) {
+      const uint16_t kh = f32_to_fp16(nd(rng)), vh = f32_to_fp16(nd(rng));
+      std::memcpy(k->data() + static_cast<size_t>(j) * row_bytes + 2 * d, &kh, 2);
+      std::memcpy(v->data() + static_cast<size_t>(j) * row_bytes + 2 * d, &vh, 2);
+    }
+  }
+}
+
 // The block-of-keys attention helpers give the same bits as one dot_f32_f16 / axpy_f16 per
 // key (the arithmetic the OpenCL backend reproduces), on odd key counts and head sizes
 // (including sizes that take the fallback paths), and exp_f32_row equals exp_f32 bit for bit.
@@ -331,15 +349,8 @@ TEST(CpuHelpers, AttentionHelpersBitIdenticalToPerKeyCalls) {
   for (const int64_t hd : {64, 128, 80, 40, 24, 256}) {
     for (const int n_keys : {1, 7, 32, 33}) {
       const size_t row_bytes = static_cast<size_t>(hd) * 2 * 3 + 6;  // rows of a wider KV row, odd gap
-      std::vector<uint8_t> k(row_bytes * static_cast<size_t>(n_keys)), v(k.size());
-      for (int j = 0; j < n_keys; ++j) {
-        for (int64_t d = 0; d < hd; ++d) {
-          const uint16_t kh = f32_to_fp16(nd(rng));
-          const uint16_t vh = f32_to_fp16(nd(rng));
-          std::memcpy(k.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &kh, 2);
-          std::memcpy(v.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &vh, 2);
-        }
-      }
+      std::vector<uint8_t> k, v;
+      random_kv_rows(rng, n_keys, hd, row_bytes, &k, &v);
       std::vector<float> q(static_cast<size_t>(hd)), p(static_cast<size_t>(n_keys));
       for (float& x : q) x = nd(rng);
       for (float& x : p) x = std::fabs(nd(rng)) * 0.1f;
@@ -436,14 +447,8 @@ TEST(CpuHelpers, MultiQueryAttentionBitIdenticalToSingleQuery) {
     for (const int nq : {1, 3, 6, 7, 8, 9, 13, 24, 30}) {
       const int n_keys = 1 + static_cast<int>((hd + nq) % 37);
       const size_t row_bytes = static_cast<size_t>(hd) * 2 * 3 + 10;
-      std::vector<uint8_t> k(row_bytes * static_cast<size_t>(n_keys)), v(k.size());
-      for (int j = 0; j < n_keys; ++j) {
-        for (int64_t d = 0; d < hd; ++d) {
-          const uint16_t kh = f32_to_fp16(nd(rng)), vh = f32_to_fp16(nd(rng));
-          std::memcpy(k.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &kh, 2);
-          std::memcpy(v.data() + static_cast<size_t>(j) * row_bytes + 2 * d, &vh, 2);
-        }
-      }
+      std::vector<uint8_t> k, v;
+      random_kv_rows(rng, n_keys, hd, row_bytes, &k, &v);
       const int64_t q_stride = hd + 5, ld = nq + 2, acc_stride = hd + 3;
       std::vector<float> q(static_cast<size_t>(q_stride * nq));
       for (float& x : q) x = nd(rng);
@@ -541,6 +546,98 @@ TEST(CpuHelpers, AttnSoftmaxMultiMatchesPerQueryDefinition) {
     }
   }
 }
+
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+// The AVX-512 attention helpers give the AVX2 functions' bits: exp (8 doubles per zmm) over a
+// sweep of the finite range, the edges, infinities and NaN, at every length 0..40 (the 16-wide,
+// 8-wide and padded tail paths) and in place; the unit softmax on causal and windowed units of
+// every query count up to 30, whole buffers compared (the entries nothing reads and the gap
+// between rows included); the multi-query scores and accumulation on every head size the zmm
+// paths take and two they hand back, query counts across the 8-query sums and 12-query blocks.
+TEST(CpuHelpers, Avx512AttentionHelpersGiveTheAvx2Bits) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw)) GTEST_SKIP() << "no usable AVX-512 F + BW on this CPU";
+  std::vector<float> x;
+  for (uint32_t b = 0; b < 0x42b20000u; b += 40009) {
+    float v;
+    std::memcpy(&v, &b, 4);
+    x.push_back(v);
+    x.push_back(-v * 1.1719f);
+  }
+  for (float e : {0.0f, -0.0f, -104.0f, -150.0f, 88.72f, 88.73f, 89.0f, -700.0f, -701.0f, 701.0f, 1e30f, -1e30f,
+                  std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+                  std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    x.push_back(e);
+  }
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+  };
+  std::vector<float> want(x.size(), kPoison), got(x.size(), kPoison);
+  cpu::avx2::exp_f32_row(x.data(), want.data(), static_cast<int64_t>(x.size()));
+  cpu::avx512::exp_f32_row(x.data(), got.data(), static_cast<int64_t>(x.size()));
+  EXPECT_TRUE(same(want, got)) << "whole sweep";
+  for (int n = 0; n <= 40; ++n) {
+    for (size_t at : {size_t{0}, x.size() - 41}) {  // the sweep's start, and the edges and NaN at its end
+      std::vector<float> w(x.begin() + static_cast<std::ptrdiff_t>(at), x.begin() + static_cast<std::ptrdiff_t>(at) + 41);
+      std::vector<float> g(w), in_place(w);
+      cpu::avx2::exp_f32_row(w.data(), w.data(), n);
+      cpu::avx512::exp_f32_row(g.data(), g.data(), n);
+      EXPECT_TRUE(same(w, g)) << "n=" << n << " at=" << at;  // in place; the entries past n untouched
+      std::vector<float> out(41, kPoison);
+      cpu::avx512::exp_f32_row(in_place.data(), out.data(), n);
+      for (int i = n; i < 41; ++i) ASSERT_TRUE(std::isnan(out[static_cast<size_t>(i)])) << "wrote past n=" << n;
+    }
+  }
+
+  auto rng = test::make_rng(20261204);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int nq = 1; nq <= 30; ++nq) {
+    for (const int n_keys : {1, 6, 9, 64, 131}) {
+      for (const bool window : {false, true}) {
+        const int32_t jlo = nq % 4;
+        const int64_t ld = nq + 1;
+        std::vector<int32_t> kv0(static_cast<size_t>(nq)), n_kv(kv0.size());
+        for (int i = 0; i < nq; ++i) {
+          n_kv[static_cast<size_t>(i)] = jlo + std::max(1, n_keys - (nq - 1 - i) % (n_keys + 1));
+          kv0[static_cast<size_t>(i)] = window ? std::min(n_kv[static_cast<size_t>(i)] - 1, jlo + (i * 5) % n_keys) : jlo;
+        }
+        std::vector<float> s(static_cast<size_t>(ld * n_keys), kPoison);
+        for (int j = 0; j < n_keys; ++j) {
+          for (int i = 0; i < nq; ++i) s[static_cast<size_t>(j * ld + i)] = nd(rng) * (i % 2 == 0 ? 30.0f : 3.0f);
+        }
+        std::vector<float> a(s), b(s);
+        cpu::avx2::attn_softmax_multi(a.data(), ld, nq, jlo, n_keys, kv0.data(), n_kv.data());
+        cpu::avx512::attn_softmax_multi(b.data(), ld, nq, jlo, n_keys, kv0.data(), n_kv.data());
+        ASSERT_TRUE(same(a, b)) << "nq=" << nq << " n_keys=" << n_keys << " window=" << window;
+      }
+    }
+  }
+
+  for (const int64_t hd : {64, 128, 192, 256, 80, 48}) {
+    for (const int nq : {1, 5, 8, 11, 12, 13, 24, 25, 70}) {
+      const int n_keys = 1 + static_cast<int>((hd + 3 * nq) % 29);
+      const size_t row_bytes = static_cast<size_t>(hd) * 2 * 2 + 6;
+      std::vector<uint8_t> k, v;
+      random_kv_rows(rng, n_keys, hd, row_bytes, &k, &v);
+      const int64_t q_stride = hd + 3, ld = nq + 1, acc_stride = hd + 5;
+      std::vector<float> q(static_cast<size_t>(q_stride * nq)), p(static_cast<size_t>(ld * n_keys));
+      for (float& e : q) e = nd(rng);
+      for (float& e : p) e = std::fabs(nd(rng)) * 0.1f;
+      std::vector<float> sa(p.size(), kPoison), sb(sa);
+      cpu::avx2::attn_scores_f16_multi(q.data(), q_stride, nq, k.data(), row_bytes, n_keys, hd, 0.125f, sa.data(), ld);
+      cpu::avx512::attn_scores_f16_multi(q.data(), q_stride, nq, k.data(), row_bytes, n_keys, hd, 0.125f, sb.data(), ld);
+      ASSERT_TRUE(same(sa, sb)) << "scores hd=" << hd << " nq=" << nq;
+      std::vector<float> aa(static_cast<size_t>(acc_stride * nq));
+      for (float& e : aa) e = nd(rng);
+      std::vector<float> ab(aa);
+      cpu::avx2::attn_accum_f16_multi(p.data(), ld, nq, v.data(), row_bytes, n_keys, hd, aa.data(), acc_stride);
+      cpu::avx512::attn_accum_f16_multi(p.data(), ld, nq, v.data(), row_bytes, n_keys, hd, ab.data(), acc_stride);
+      ASSERT_TRUE(same(aa, ab)) << "accum hd=" << hd << " nq=" << nq;
+    }
+  }
+}
+#endif
 
 // The RoPE rotation gives the scalar formulas' bits (fma(x0, c, -(x1 s)), fma(x0, s, x1 c)) in
 // both pair layouts, for pair counts with and without a vector tail, in place or not.

@@ -238,6 +238,12 @@ struct AttnHelpers {
 const AttnHelpers& attn_helpers() {
   static const AttnHelpers h = [] {
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
+    if (avx512_usable()) {
+      // The exponential and the multi-query helpers in zmm; the AVX2 helpers' bits.
+      return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx512::exp_f32_row,
+                         &avx512::attn_scores_f16_multi, &avx512::attn_accum_f16_multi, &avx2::rope_rotate,
+                         &avx512::attn_softmax_multi};
+    }
     if (avx2_usable()) {
       return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx2::exp_f32_row,
                          &avx2::attn_scores_f16_multi, &avx2::attn_accum_f16_multi, &avx2::rope_rotate,

@@ -61,6 +61,15 @@ const PackedKernels* packed_kernels(DType t);
 // Q6_K's AVX2 K layout (Q6_Kx8) with a 16-row AVX-512 one-column (decode) tile, the AVX2 tiles'
 // bits (packed_k_tiles_avx512.cpp); nullptr for other types.
 const PackedKernels* packed_kernels_k(DType t);
+// exp_f32_row and attn_softmax_multi with the exponential on 8 doubles per zmm, and the
+// multi-query scores and accumulation in zmm (attn_avx512.cpp): the AVX2 functions' bits.
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
+                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld);
+void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
+                          int64_t hd, float* acc, int64_t acc_stride);
+void exp_f32_row(const float* x, float* y, int64_t n);
+void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
+                        const int32_t* n_kv);
 }  // namespace avx512
 namespace avx512vnni {
 // As avx512::packed_kernels with VNNI dot products (the CPU must have AVX-512 VNNI).

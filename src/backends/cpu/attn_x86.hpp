@@ -1,0 +1,171 @@
+// Pieces of attention shared by the x86 files, included inside an anonymous namespace by
+// kernels_avx2.cpp and by attn_avx512.cpp, so each file has its own copy compiled for its
+// instruction set: the exponential's table, the eight-query horizontal sum of the scores, and the
+// unit softmax with the exponential as a parameter (AVX2: 8 floats as two 4-lane double halves;
+// AVX-512: one zmm of 8 doubles). Both exps are the same operations lane for lane (core/exp.hpp's
+// exp in double, rounded once to float), so the two files give every output the same bits.
+//
+// Expects <immintrin.h>, <limits>, <type_traits> and <vector> to be included.
+
+// 2^(j/64), j = 0..63, correctly rounded doubles (generated with 60-digit decimal arithmetic).
+alignas(64) constexpr double kExp2Frac64[64] = {
+    0x1.0000000000000p+0, 0x1.02c9a3e778061p+0, 0x1.059b0d3158574p+0, 0x1.0874518759bc8p+0,
+    0x1.0b5586cf9890fp+0, 0x1.0e3ec32d3d1a2p+0, 0x1.11301d0125b51p+0, 0x1.1429aaea92de0p+0,
+    0x1.172b83c7d517bp+0, 0x1.1a35beb6fcb75p+0, 0x1.1d4873168b9aap+0, 0x1.2063b88628cd6p+0,
+    0x1.2387a6e756238p+0, 0x1.26b4565e27cddp+0, 0x1.29e9df51fdee1p+0, 0x1.2d285a6e4030bp+0,
+    0x1.306fe0a31b715p+0, 0x1.33c08b26416ffp+0, 0x1.371a7373aa9cbp+0, 0x1.3a7db34e59ff7p+0,
+    0x1.3dea64c123422p+0, 0x1.4160a21f72e2ap+0, 0x1.44e086061892dp+0, 0x1.486a2b5c13cd0p+0,
+    0x1.4bfdad5362a27p+0, 0x1.4f9b2769d2ca7p+0, 0x1.5342b569d4f82p+0, 0x1.56f4736b527dap+0,
+    0x1.5ab07dd485429p+0, 0x1.5e76f15ad2148p+0, 0x1.6247eb03a5585p+0, 0x1.6623882552225p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.6dfb23c651a2fp+0, 0x1.71f75e8ec5f74p+0, 0x1.75feb564267c9p+0,
+    0x1.7a11473eb0187p+0, 0x1.7e2f336cf4e62p+0, 0x1.82589994cce13p+0, 0x1.868d99b4492edp+0,
+    0x1.8ace5422aa0dbp+0, 0x1.8f1ae99157736p+0, 0x1.93737b0cdc5e5p+0, 0x1.97d829fde4e50p+0,
+    0x1.9c49182a3f090p+0, 0x1.a0c667b5de565p+0, 0x1.a5503b23e255dp+0, 0x1.a9e6b5579fdbfp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b33a2b84f15fbp+0, 0x1.b7f76f2fb5e47p+0, 0x1.bcc1e904bc1d2p+0,
+    0x1.c199bdd85529cp+0, 0x1.c67f12e57d14bp+0, 0x1.cb720dcef9069p+0, 0x1.d072d4a07897cp+0,
+    0x1.d5818dcfba487p+0, 0x1.da9e603db3285p+0, 0x1.dfc97337b9b5fp+0, 0x1.e502ee78b3ff6p+0,
+    0x1.ea4afa2a490dap+0, 0x1.efa1bee615a27p+0, 0x1.f50765b6e4540p+0, 0x1.fa7c1819e90d8p+0};
+
+// Eight horizontal sums at once, each in hsum8's order ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)),
+// so every lane has hsum8(v[i])'s bits: lane i of the result = hsum8(v[i]).
+inline __m256 hsum8x8(const __m256* v) {
+  __m256 t[4];
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20),
+                         _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  }
+  // t[i]: [b(v2i) | b(v2i+1)], b_k = a_k + a_k+4
+  const __m256 u0 = _mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m256 u1 = _mm256_add_ps(_mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                  _mm256_shuffle_ps(t[2], t[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  // u0: [c0 c1 of v0, c0 c1 of v2 | v1, v3], c0 = b0 + b2, c1 = b1 + b3; u1 likewise for v4..v7
+  const __m256 w = _mm256_add_ps(_mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm256_shuffle_ps(u0, u1, _MM_SHUFFLE(3, 1, 3, 1)));
+  // w: [v0 v2 v4 v6 | v1 v3 v5 v7]
+  return _mm256_permutevar8x32_ps(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// Eight queries' scores from their chains (red[0..ni): s0 + s1 each) into srow[0..ni): the
+// horizontal sums, then the scale.
+inline void store_scores8(__m256* red, int ni, __m256 vscale, float* srow) {
+  if (ni == 8) {
+    _mm256_storeu_ps(srow, _mm256_mul_ps(hsum8x8(red), vscale));
+    return;
+  }
+  alignas(32) float out8[8];
+  for (int ii = ni; ii < 8; ++ii) red[ii] = _mm256_setzero_ps();
+  _mm256_store_ps(out8, _mm256_mul_ps(hsum8x8(red), vscale));
+  for (int ii = 0; ii < ni; ++ii) srow[ii] = out8[ii];
+}
+
+// attn_scores_f16_multi's choice by head size: chunks(std::integral_constant<int, NC>{}, q, nq,
+// scores) for hd = 64 NC <= 256 (where NC > 1, in passes of at most kMaxScorePass queries, whose
+// partial chains the caller keeps between chunks), other() for the other sizes.
+constexpr int kMaxScorePass = 64;
+template <class Chunks, class Other>
+void scores_by_head_size(int64_t hd, const float* q, int64_t q_stride, int nq, float* scores, Chunks chunks,
+                         Other other) {
+  if (hd == 64) {
+    chunks(std::integral_constant<int, 1>{}, q, nq, scores);
+    return;
+  }
+  if (hd % 64 != 0 || hd > 256) {
+    other();
+    return;
+  }
+  for (int i0 = 0; i0 < nq; i0 += kMaxScorePass) {
+    const int ni = nq - i0 < kMaxScorePass ? nq - i0 : kMaxScorePass;
+    const float* qi = q + i0 * q_stride;
+    if (hd == 128) {
+      chunks(std::integral_constant<int, 2>{}, qi, ni, scores + i0);
+    } else if (hd == 192) {
+      chunks(std::integral_constant<int, 3>{}, qi, ni, scores + i0);
+    } else {
+      chunks(std::integral_constant<int, 4>{}, qi, ni, scores + i0);
+    }
+  }
+}
+
+// The softmax of a unit (kernels.hpp), with each query's operations and their order those of
+// generic_attn_softmax_multi: max, exp_f32 of s - m (exp8, 8 lanes of exp_f32), the sum in
+// double in key order over its own keys, 1 / sum in double rounded to float, the product,
+// F16C's round to nearest even. Groups of 8 queries go one key row at a time, 8 queries per
+// vector (a query's outside keys add +0 to its sum); the queries left over (all of them in
+// decode, where a unit has 1-4) one at a time over their own keys, gathered into a contiguous
+// run (masked loads and stores across queries are slow on AMD cores, and a group of 8 lanes
+// with one query in it wastes the other 7 exps).
+template <class Exp8>
+void softmax_group8(Exp8 exp8, float* s, int64_t ld, int32_t jlo, int n_keys, const int32_t* kv0,
+                    const int32_t* n_kv) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kv0));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(n_kv));
+  // Lanes whose query has key j.
+  auto has = [&](int32_t j) {
+    const __m256i jv = _mm256_set1_epi32(j);
+    return _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpgt_epi32(lo, jv), _mm256_cmpgt_epi32(hi, jv)));
+  };
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int j = 0; j < n_keys; ++j) {
+    const __m256 r = _mm256_loadu_ps(s + j * ld);
+    m = _mm256_blendv_ps(m, _mm256_max_ps(r, m), has(jlo + j));  // r > m ? r : m
+  }
+  __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
+  for (int j = 0; j < n_keys; ++j) {
+    float* row = s + j * ld;
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row), m));
+    _mm256_storeu_ps(row, e);
+    const __m256 em = _mm256_and_ps(e, has(jlo + j));
+    sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(em)));
+    sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(em, 1)));
+  }
+  const __m256d one = _mm256_set1_pd(1.0);
+  const __m256 inv = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, sum1)), _mm256_cvtpd_ps(_mm256_div_pd(one, sum0)));
+  for (int j = 0; j < n_keys; ++j) {
+    float* row = s + j * ld;
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(row), inv);
+    _mm256_storeu_ps(row, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+  }
+}
+
+// A float of the includer's own, so that std::vector<Lane> is an internal-linkage instantiation:
+// a std::vector<float> compiled with -mavx2 would be a weak symbol the linker may keep for every
+// other file's (see packed_tiles_avx2.cpp).
+struct Lane {
+  float v;
+};
+
+// One query over its keys [a, b) (rows of s, ld apart); the other rows are left alone.
+template <class Exp8>
+void softmax_one(Exp8 exp8, float* s, int64_t ld, int a, int b, std::vector<Lane>* buf) {
+  const int n = b - a;
+  if (buf->size() < static_cast<size_t>(n + 8)) buf->resize(static_cast<size_t>(n + 8));
+  float* t = &(*buf)[0].v;
+  for (int k = 0; k < n; ++k) t[k] = s[(a + k) * ld];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int k = 0; k < n; ++k) m = t[k] > m ? t[k] : m;
+  for (int k = n; k < n + 8; ++k) t[k] = m;  // a whole last vector (exp(0), never read)
+  const __m256 mv = _mm256_set1_ps(m);
+  for (int k = 0; k < n; k += 8) _mm256_storeu_ps(t + k, exp8(_mm256_sub_ps(_mm256_loadu_ps(t + k), mv)));
+  double sum = 0.0;
+  for (int k = 0; k < n; ++k) sum += static_cast<double>(t[k]);
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  for (int k = 0; k < n; k += 8) {
+    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(t + k), inv);
+    _mm256_storeu_ps(t + k, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+  }
+  for (int k = 0; k < n; ++k) s[(a + k) * ld] = t[k];
+}
+
+template <class Exp8>
+void softmax_multi(Exp8 exp8, float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
+                   const int32_t* n_kv) {
+  int i0 = 0;
+  for (; i0 + 8 <= nq; i0 += 8) softmax_group8(exp8, s + i0, ld, jlo, n_keys, kv0 + i0, n_kv + i0);
+  thread_local std::vector<Lane> buf;
+  for (int i = i0; i < nq; ++i) {
+    const int a = kv0[i] - jlo > 0 ? kv0[i] - jlo : 0;
+    const int b = n_kv[i] - jlo < n_keys ? n_kv[i] - jlo : n_keys;
+    if (b > a) softmax_one(exp8, s + i, ld, a, b, &buf);
+  }
+}
