@@ -340,6 +340,20 @@ void random_kv_rows(Rng& rng, int n_keys, int64_t hd, size_t row_bytes, std::vec
   }
 }
 
+// Key ranges of a unit of nq queries over the keys [jlo, jlo + n_keys): causal (later queries
+// see more keys, the last one the whole span), and with window_step > 0 each query's first key
+// moved to jlo + (i * window_step) % n_keys (a sliding window starting inside the span).
+void unit_key_ranges(int nq, int n_keys, int32_t jlo, int window_step, std::vector<int32_t>* kv0,
+                     std::vector<int32_t>* n_kv) {
+  kv0->resize(static_cast<size_t>(nq));
+  n_kv->resize(static_cast<size_t>(nq));
+  for (int i = 0; i < nq; ++i) {
+    const auto at = static_cast<size_t>(i);
+    (*n_kv)[at] = jlo + std::max(1, n_keys - (nq - 1 - i) % (n_keys + 1));
+    (*kv0)[at] = window_step > 0 ? std::min((*n_kv)[at] - 1, jlo + (i * window_step) % n_keys) : jlo;
+  }
+}
+
 // The block-of-keys attention helpers give the same bits as one dot_f32_f16 / axpy_f16 per
 // key (the arithmetic the OpenCL backend reproduces), on odd key counts and head sizes
 // (including sizes that take the fallback paths), and exp_f32_row equals exp_f32 bit for bit.
@@ -498,12 +512,8 @@ TEST(CpuHelpers, AttnSoftmaxMultiMatchesPerQueryDefinition) {
       for (const bool window : {false, true}) {
         const int32_t jlo = 3 + nq % 5;
         const int64_t ld = nq + 3;
-        std::vector<int32_t> kv0(static_cast<size_t>(nq)), n_kv(kv0.size());
-        for (int i = 0; i < nq; ++i) {
-          // Causal: later queries see more keys; the last one sees the whole span.
-          n_kv[static_cast<size_t>(i)] = jlo + std::max(1, n_keys - (nq - 1 - i) % (n_keys + 1));
-          kv0[static_cast<size_t>(i)] = window ? std::min(n_kv[static_cast<size_t>(i)] - 1, jlo + (i * 7) % n_keys) : jlo;
-        }
+        std::vector<int32_t> kv0, n_kv;
+        unit_key_ranges(nq, n_keys, jlo, window ? 7 : 0, &kv0, &n_kv);
         std::vector<float> s(static_cast<size_t>(ld * n_keys), kPoison);
         for (int j = 0; j < n_keys; ++j) {
           for (int i = 0; i < nq; ++i) s[static_cast<size_t>(j * ld + i)] = nd(rng) * (i % 3 == 0 ? 20.0f : 2.0f);
@@ -580,13 +590,16 @@ TEST(CpuHelpers, Avx512AttentionHelpersGiveTheAvx2Bits) {
   for (int n = 0; n <= 40; ++n) {
     for (size_t at : {size_t{0}, x.size() - 41}) {  // the sweep's start, and the edges and NaN at its end
       std::vector<float> w(x.begin() + static_cast<std::ptrdiff_t>(at), x.begin() + static_cast<std::ptrdiff_t>(at) + 41);
-      std::vector<float> g(w), in_place(w);
+      const std::vector<float> in(w);
+      std::vector<float> g(w);
       cpu::avx2::exp_f32_row(w.data(), w.data(), n);
       cpu::avx512::exp_f32_row(g.data(), g.data(), n);
       EXPECT_TRUE(same(w, g)) << "n=" << n << " at=" << at;  // in place; the entries past n untouched
       std::vector<float> out(41, kPoison);
-      cpu::avx512::exp_f32_row(in_place.data(), out.data(), n);
-      for (int i = n; i < 41; ++i) ASSERT_TRUE(std::isnan(out[static_cast<size_t>(i)])) << "wrote past n=" << n;
+      cpu::avx512::exp_f32_row(in.data(), out.data(), n);
+      const auto nn = static_cast<size_t>(n);
+      EXPECT_EQ(std::memcmp(out.data(), w.data(), nn * 4), 0) << "out of place, n=" << n << " at=" << at;
+      for (size_t i = nn; i < out.size(); ++i) ASSERT_TRUE(std::isnan(out[i])) << "wrote past n=" << n;
     }
   }
 
@@ -597,11 +610,8 @@ TEST(CpuHelpers, Avx512AttentionHelpersGiveTheAvx2Bits) {
       for (const bool window : {false, true}) {
         const int32_t jlo = nq % 4;
         const int64_t ld = nq + 1;
-        std::vector<int32_t> kv0(static_cast<size_t>(nq)), n_kv(kv0.size());
-        for (int i = 0; i < nq; ++i) {
-          n_kv[static_cast<size_t>(i)] = jlo + std::max(1, n_keys - (nq - 1 - i) % (n_keys + 1));
-          kv0[static_cast<size_t>(i)] = window ? std::min(n_kv[static_cast<size_t>(i)] - 1, jlo + (i * 5) % n_keys) : jlo;
-        }
+        std::vector<int32_t> kv0, n_kv;
+        unit_key_ranges(nq, n_keys, jlo, window ? 5 : 0, &kv0, &n_kv);
         std::vector<float> s(static_cast<size_t>(ld * n_keys), kPoison);
         for (int j = 0; j < n_keys; ++j) {
           for (int i = 0; i < nq; ++i) s[static_cast<size_t>(j * ld + i)] = nd(rng) * (i % 2 == 0 ? 30.0f : 3.0f);
