@@ -361,12 +361,22 @@ void gemm(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void*
 // ---- K-quants ------------------------------------------------------------------------------
 // Over the AVX2 K layouts (packed_k.cpp: per 8-row group and super-block each row's fields in
 // 4-byte chunks, chunk k of the 8 rows together), with Q8_K activations (f32 d, 256 qs, 16
-// bsums). A sub-block is one dot product: Q4_K's / Q5_K's 8 of 32 elements (the A tile 16 x 32,
-// B 8 quads), Q6_K's 16 of 16 (A 16 x 16, B 4 quads). Per super-block the C tiles' exact sums
-// are multiplied by the rows' integer sub-block scales and added in i32, as the AVX2 K tiles'
-// madds do (bounds there), then rounded once: acc = fma(d_w d_a, (float)isum, acc) and for
-// Q4_K / Q5_K acc = fnmadd(dmin_w d_a, (float)imin, acc), imin = sum_j min_j (bsums[2j] +
-// bsums[2j+1]). Same integers, same float operations: the AVX2 K tiles' bits.
+// bsums). The AVX2 K tiles compute, per row, token and super-block, two exact integers,
+// isum = sum_j sc_j * sum_{k in sub-block j} q_k a_k and (Q4_K / Q5_K) imin = sum_j min_j *
+// sum_{k in j} a_k, then acc = fma(d_w d_a, (float)isum, acc) and acc = fnmadd(dmin_w d_a,
+// (float)imin, acc). This file computes the same two integers, so the same bits, with every
+// tile operation a full 16 x 16 x 64 one (the tile unit takes as long for K = 16 or 32 as for
+// 64: bench/LOG.md), and no per-sub-block work on the vector units:
+//
+// - The sub-block scales go into the B tiles as base-8 digits, sc = d0 + 8 d1 (+ 64 d2), one B
+//   pass per digit with bytes q * d_p: Q4_K / Q5_K unsigned (q <= 31, d in 0..7, so <= 217,
+//   TDPBSUD), Q6_K signed (q - 32 in -32..31, d in -3..4, so -128..124, TDPBSSD). The passes'
+//   C tiles sum over the whole super-block, and isum = C0 + 8 C1 (+ 64 C2), exact in i32.
+// - Q4_K / Q5_K's third pass is the mins: B bytes min_j over sub-block j's 32 K, so its C tile
+//   is imin itself (the bsums are the sums of the same quants).
+//
+// Per row tile and super-block the unpacked B is 3 passes x 4 K steps of 1 KiB, reused by every
+// tile of 16 tokens; the tokens' quants are staged as 16 x 64-byte A tiles.
 
 enum class KFmt { Q4_K, Q5_K, Q6_K };
 
@@ -376,26 +386,38 @@ template <>
 struct KTraits<KFmt::Q4_K> {
   static constexpr DType kType = DType::Q4_K;
   static constexpr size_t kBlock = 1152;
-  static constexpr int kSubs = 8, kSubK = 32;
   static constexpr bool kMin = true, kFifth = false;
 };
 template <>
 struct KTraits<KFmt::Q5_K> {
   static constexpr DType kType = DType::Q5_K;
   static constexpr size_t kBlock = 1408;
-  static constexpr int kSubs = 8, kSubK = 32;
   static constexpr bool kMin = true, kFifth = true;
 };
 template <>
 struct KTraits<KFmt::Q6_K> {
   static constexpr DType kType = DType::Q6_K;
   static constexpr size_t kBlock = 1680;
-  static constexpr int kSubs = 16, kSubK = 16;
   static constexpr bool kMin = false;  // and no fifth bits: unpack_k_row_tile has its own branch
 };
 
 constexpr size_t kQ8KBytes = sizeof(quant::BlockQ8_K);  // f32 d, then qs at 4, bsums at 260
-constexpr size_t kQ8KQs = 4, kQ8KBsums = 260;
+constexpr size_t kQ8KQs = 4;
+constexpr int kKPasses = 3;            // Q4_K / Q5_K: 2 scale digits + the mins; Q6_K: 3 digits
+constexpr int kKSteps = 4;             // 64-byte K steps per super-block
+constexpr size_t kKTile = 1024;        // a 16 x 64-byte A or B tile
+constexpr size_t kKSuperB = kKPasses * kKSteps * kKTile;  // B bytes per row tile and super-block
+
+// Every tile 16 rows of 64 bytes: C 16 tokens x 16 rows (i32), A 16 tokens x 64 K bytes, B 16 K
+// quads x 16 rows x 4 bytes.
+void configure_k_tiles() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.rows[t] = kTile;
+    c.colsb[t] = 64;
+  }
+  _tile_loadconfig(&c);
+}
 
 // Row r (0..15) of a row tile: byte `i` of its chunk k in the group block pair (b0: rows 0-7).
 inline uint8_t chunk_byte(const uint8_t* b0, const uint8_t* b1, size_t region, size_t k, int r, int i) {
@@ -403,32 +425,59 @@ inline uint8_t chunk_byte(const uint8_t* b0, const uint8_t* b1, size_t region, s
   return g[region + 32 * k + 4 * static_cast<size_t>(r % 8) + static_cast<size_t>(i)];
 }
 
-// Per super-block of a row tile: the B tiles (kSubs x kSubK * 16 bytes), the sub-block scales as
-// i32 (kSubs x 16), Q4_K / Q5_K's mins as i16 pairs (min_2p, min_2p+1) per row (4 x 16 i32),
-// d and dmin as f32.
+// A digit d per i32 lane as the 16-bit multiplier of both halves.
+inline __m512i digit_mul(__m512i d) {
+  return _mm512_or_si512(_mm512_and_si512(d, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(d, 16));
+}
+
+// Bytes v times m's 16-bit digit, mod 256 (the products fit a byte: see above).
+inline __m512i mul_bytes(__m512i v, __m512i m) {
+  const __m512i lo8 = _mm512_set1_epi16(0x00ff);
+  const __m512i lo = _mm512_and_si512(_mm512_mullo_epi16(_mm512_and_si512(v, lo8), m), lo8);
+  return _mm512_or_si512(lo, _mm512_mullo_epi16(_mm512_andnot_si512(lo8, v), m));
+}
+
+// B of pass p, K step s, for super-block b at bq + ((b * kKPasses + p) * kKSteps + s) * kKTile.
+inline int8_t* k_tile(int8_t* bq, int64_t b, int p, int s) {
+  return bq + (static_cast<size_t>(b) * kKPasses + static_cast<size_t>(p)) * kKSteps * kKTile +
+         static_cast<size_t>(s) * kKTile;
+}
+
+// Per super-block of a row tile: the B passes (above) and d, dmin as f32.
 template <KFmt F>
-void unpack_k_row_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, int8_t* bq, int32_t* sc, int32_t* mnp,
-                       float* bd, float* bm) {
+void unpack_k_row_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, int8_t* bq, float* bd, float* bm) {
   using T = KTraits<F>;
-  constexpr size_t kTileBytes = static_cast<size_t>(T::kSubK) * kTile;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i m10 = _mm512_set1_epi8(0x10);
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i off32 = _mm512_set1_epi8(32);
+  const __m512i seven = _mm512_set1_epi32(7);
+  alignas(64) int32_t sc[16][kTile];
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * T::kBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * T::kBlock;
     _mm512_store_ps(bd + 16 * b, fields16(b0, b1));
-    int8_t* o = bq + static_cast<size_t>(b * T::kSubs) * kTileBytes;
-    int32_t* s = sc + b * T::kSubs * kTile;
     if constexpr (F == KFmt::Q6_K) {
       for (int r = 0; r < kTile; ++r) {
         for (int j = 0; j < 16; ++j) {
-          s[j * kTile + r] = static_cast<int8_t>(chunk_byte(b0, b1, 16, static_cast<size_t>(j / 4), r, j % 4));
+          sc[j][r] = static_cast<int8_t>(chunk_byte(b0, b1, 16, static_cast<size_t>(j / 4), r, j % 4));
         }
       }
+      // Digits in -3..4: d0 = ((sc + 3) & 7) - 3, then the same on (sc - d0) / 8.
+      __m512i dm[3][16];
+      const __m512i three = _mm512_set1_epi32(3);
+      for (int j = 0; j < 16; ++j) {
+        __m512i rest = _mm512_load_si512(sc[j]);
+        for (int p = 0; p < 2; ++p) {
+          const __m512i d = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(rest, three), seven), three);
+          dm[p][j] = digit_mul(d);
+          rest = _mm512_srai_epi32(_mm512_sub_epi32(rest, d), 3);
+        }
+        dm[2][j] = digit_mul(rest);
+      }
       // Sub-block sb = 8n + 2Q + u: elements 128n + 32Q + 16u.. of each row; its quad t' (K
-      // elements 4t'..) is chunk t = 4u + t' of the half's ql (low / high nibbles) and qh.
+      // elements 4t'..) is chunk t = 4u + t' of the half's ql (low / high nibbles) and qh. In a
+      // K step of 64 it is sub-block sb % 4, 4 quads of 64 bytes.
       for (int n = 0; n < 2; ++n) {
         for (int t = 0; t < 8; ++t) {
           const __m512i h = concat(b0 + 1168 + 32 * (8 * n + t), b1 + 1168 + 32 * (8 * n + t));
@@ -447,56 +496,128 @@ void unpack_k_row_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, int8_t*
               hb = _mm512_and_si512(_mm512_srli_epi16(h, 2), m30);
             }
             const int sb = 8 * n + 2 * Q + t / 4;
-            _mm512_store_si512(o + static_cast<size_t>(sb) * kTileBytes + 64 * (t % 4),
-                               _mm512_sub_epi8(_mm512_or_si512(lo, hb), off32));
+            const __m512i v = _mm512_sub_epi8(_mm512_or_si512(lo, hb), off32);
+            const size_t at = static_cast<size_t>(sb % 4) * 256 + 64 * static_cast<size_t>(t % 4);
+            for (int p = 0; p < 3; ++p) _mm512_store_si512(k_tile(bq, b, p, sb / 4) + at, mul_bytes(v, dm[p][sb]));
           }
         }
       }
     } else {
       _mm512_store_ps(bm + 16 * b, fields16(b0 + 16, b1 + 16));
-      int32_t* mp = mnp + b * 4 * kTile;
+      alignas(64) int32_t mn[8][kTile];
       for (int r = 0; r < kTile; ++r) {
         uint8_t scales[12];
         for (int k = 0; k < 3; ++k) {
           for (int i = 0; i < 4; ++i) scales[4 * k + i] = chunk_byte(b0, b1, 32, static_cast<size_t>(k), r, i);
         }
-        uint8_t d[8], m[8];
-        for (int j = 0; j < 8; ++j) quant::get_scale_min_k4(j, scales, &d[j], &m[j]);
-        for (int j = 0; j < 8; ++j) s[j * kTile + r] = d[j];
-        for (int p = 0; p < 4; ++p) mp[p * kTile + r] = static_cast<int32_t>(m[2 * p] | static_cast<uint32_t>(m[2 * p + 1]) << 16);
+        for (int j = 0; j < 8; ++j) {
+          uint8_t d, m;
+          quant::get_scale_min_k4(j, scales, &d, &m);
+          sc[j][r] = d;
+          mn[j][r] = m;
+        }
       }
       for (int j = 0; j < 8; ++j) {
+        const __m512i s = _mm512_load_si512(sc[j]);
+        const __m512i dm0 = digit_mul(_mm512_and_si512(s, seven));
+        const __m512i dm1 = digit_mul(_mm512_srli_epi32(s, 3));
+        const __m512i mins = _mm512_mullo_epi32(_mm512_load_si512(mn[j]), _mm512_set1_epi32(0x01010101));
+        const size_t half = static_cast<size_t>(j % 2) * 512;
+        int8_t* t0 = k_tile(bq, b, 0, j / 2) + half;
+        int8_t* t1 = k_tile(bq, b, 1, j / 2) + half;
+        int8_t* t2 = k_tile(bq, b, 2, j / 2) + half;
         for (int q = 0; q < 8; ++q) {
+          // Sub-block j's quad q (K elements 32 j + 4 q..) is chunk 8 (j / 2) + q's low (j even)
+          // or high nibbles, and Q5_K's fifth bit j of qh chunk q.
           const size_t k = static_cast<size_t>(8 * (j / 2) + q);
           const __m512i raw = concat(b0 + 128 + 32 * k, b1 + 128 + 32 * k);
           __m512i v = (j & 1) ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4) : _mm512_and_si512(raw, low4);
           if constexpr (T::kFifth) {
-            // qh chunk q: bit j of each byte is the fifth bit of sub-block j's element 4q + i.
             const __m512i hb = concat(b0 + 1152 + 32 * static_cast<size_t>(q), b1 + 1152 + 32 * static_cast<size_t>(q));
             const __m512i hs = j <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - j))
                                       : _mm512_srli_epi16(hb, static_cast<unsigned>(j - 4));
             v = _mm512_or_si512(v, _mm512_and_si512(hs, m10));
           }
-          _mm512_store_si512(o + static_cast<size_t>(j) * kTileBytes + 64 * q, v);
+          _mm512_store_si512(t0 + 64 * q, mul_bytes(v, dm0));
+          _mm512_store_si512(t1 + 64 * q, mul_bytes(v, dm1));
+          _mm512_store_si512(t2 + 64 * q, mins);
         }
       }
     }
   }
 }
 
-// isum[t] += sc * (C tile row t), the C tile at cb.
-inline void add_scaled(const int32_t* cb, __m512i scv, __m512i* isum) {
-#pragma GCC unroll 16
-  for (int t = 0; t < kTile; ++t) {
-    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_load_si512(cb + kTile * t), scv));
+// GCC's tile intrinsics paste their register numbers into the assembly text, so the two sets of
+// C tiles (0-2 and 3-5) are spelled out by these macros rather than passed as parameters.
+#define GENIEX_K_DP(C, A, B)                      \
+  do {                                            \
+    if constexpr (F == KFmt::Q6_K) {              \
+      _tile_dpbssd(C, A, B);                      \
+    } else {                                      \
+      _tile_dpbsud(C, A, B);                      \
+    }                                             \
+  } while (0)
+#define GENIEX_K_ISSUE(C0, C1, C2)                                                  \
+  for (int s = 0; s < kKSteps; ++s) {                                               \
+    _tile_loadd(6, at + static_cast<size_t>(s) * kKTile, 64);                       \
+    _tile_loadd(7, bt + static_cast<size_t>(s) * kKTile, 64);                       \
+    GENIEX_K_DP(C0, 6, 7);                                                          \
+    _tile_loadd(7, bt + static_cast<size_t>(kKSteps + s) * kKTile, 64);             \
+    GENIEX_K_DP(C1, 6, 7);                                                          \
+    _tile_loadd(7, bt + static_cast<size_t>(2 * kKSteps + s) * kKTile, 64);         \
+    GENIEX_K_DP(C2, 6, 7);                                                          \
+  }
+#define GENIEX_K_DRAIN(C0, C1, C2)  \
+  _tile_stored(C0, cbuf[0], 64);    \
+  _tile_stored(C1, cbuf[1], 64);    \
+  _tile_stored(C2, cbuf[2], 64);    \
+  _tile_zero(C0);                   \
+  _tile_zero(C1);                   \
+  _tile_zero(C2)
+
+// One super-block of a row tile and a token tile (A at `at`, B passes at `bt`) into C tile set
+// `Set` (A in tile 6, B in 7).
+template <KFmt F, int Set>
+inline void k_issue(const int8_t* at, const int8_t* bt) {
+  if constexpr (Set == 0) {
+    GENIEX_K_ISSUE(0, 1, 2)
+  } else {
+    GENIEX_K_ISSUE(3, 4, 5)
   }
 }
+
+// C tile set `Set` of one super-block into the accumulators (token t's d_a at da[t * ld]); the
+// set is zeroed for its next super-block.
+template <KFmt F, int Set>
+inline void k_finish(int32_t (*cbuf)[kTile * kTile], __m512 dw, __m512 mw, const float* da, int64_t ld, __m512* acc) {
+  if constexpr (Set == 0) {
+    GENIEX_K_DRAIN(0, 1, 2);
+  } else {
+    GENIEX_K_DRAIN(3, 4, 5);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < kTile; ++t) {
+    __m512i isum = _mm512_add_epi32(_mm512_load_si512(cbuf[0] + kTile * t),
+                                    _mm512_slli_epi32(_mm512_load_si512(cbuf[1] + kTile * t), 3));
+    if constexpr (F == KFmt::Q6_K) {
+      isum = _mm512_add_epi32(isum, _mm512_slli_epi32(_mm512_load_si512(cbuf[2] + kTile * t), 6));
+    }
+    const __m512 d = _mm512_set1_ps(da[t * ld]);
+    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dw, d), _mm512_cvtepi32_ps(isum), acc[t]);
+    if constexpr (F != KFmt::Q6_K) {
+      const __m512 imin = _mm512_cvtepi32_ps(_mm512_load_si512(cbuf[2] + kTile * t));
+      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(mw, d), imin, acc[t]);
+    }
+  }
+}
+#undef GENIEX_K_DRAIN
+#undef GENIEX_K_ISSUE
+#undef GENIEX_K_DP
 
 template <KFmt F>
 void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
             float* out, int64_t out_stride) {
   using T = KTraits<F>;
-  constexpr size_t kTileBytes = static_cast<size_t>(T::kSubK) * kTile;
   // Decode and edges: the 16-row AVX-512 VNNI K tiles (whose Q6_K decode is AVX-512's 16-row
   // decode tile), else AVX-512's Q6_K decode tile, else the K tiles with AVX-VNNI where the CPU
   // has it, else the AVX2 K tiles (the same bits).
@@ -515,93 +636,59 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
   const int64_t nb = n / 256;
   const int64_t tiled_cols = col_tiles * kTile;
 
-  // Per token and super-block: d_a, and the min term's bsum pairs as i16 pairs.
+  // Per token and super-block: d_a.
   thread_local AlignedBuf<float> act_d;
-  thread_local AlignedBuf<int32_t> act_pairs;
   float* ad = act_d.reserve(static_cast<size_t>(tiled_cols * nb));
-  int32_t* ap = act_pairs.reserve(T::kMin ? static_cast<size_t>(tiled_cols * nb * 4) : 1);
   for (int64_t c = 0; c < tiled_cols; ++c) {
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = ab + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * kQ8KBytes;
-      std::memcpy(&ad[c * nb + b], blk, 4);
-      if constexpr (T::kMin) {
-        int16_t bs[16];
-        std::memcpy(bs, blk + kQ8KBsums, sizeof bs);
-        for (int p = 0; p < 4; ++p) {
-          const auto lo = static_cast<uint16_t>(bs[4 * p] + bs[4 * p + 1]);
-          const auto hi = static_cast<uint16_t>(bs[4 * p + 2] + bs[4 * p + 3]);
-          ap[(c * nb + b) * 4 + p] = static_cast<int32_t>(lo | static_cast<uint32_t>(hi) << 16);
-        }
-      }
+      std::memcpy(&ad[c * nb + b], ab + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * kQ8KBytes, 4);
     }
   }
 
   thread_local AlignedBuf<int8_t> a_tiles;
   int8_t* aq = a_tiles.reserve(static_cast<size_t>(tiled_cols * nb * 256));
-  stage_a_tiles(ab, a_stride, tiled_cols, nb, kQ8KBytes, kQ8KQs, T::kSubs, T::kSubK, aq);
+  stage_a_tiles(ab, a_stride, tiled_cols, nb, kQ8KBytes, kQ8KQs, kKSteps, 64, aq);
 
   thread_local AlignedBuf<int8_t> b_tiles;
-  thread_local AlignedBuf<int32_t> b_sc, b_mn;
   thread_local AlignedBuf<float> b_d, b_m;
-  int8_t* bq = b_tiles.reserve(static_cast<size_t>(nb * T::kSubs) * kTileBytes);
-  int32_t* sc = b_sc.reserve(static_cast<size_t>(nb * T::kSubs * kTile));
-  int32_t* mn = b_mn.reserve(T::kMin ? static_cast<size_t>(nb * 4 * kTile) : 1);
+  int8_t* bq = b_tiles.reserve(static_cast<size_t>(nb) * kKSuperB);
   float* bd = b_d.reserve(static_cast<size_t>(nb * kTile));
   float* bm = b_m.reserve(T::kMin ? static_cast<size_t>(nb * kTile) : 1);
-  alignas(64) int32_t cbuf[2][kTile * kTile];
-  alignas(64) float accbuf[kTile * kTile];
+  alignas(64) int32_t cbuf[kKPasses][kTile * kTile];
+  const __m512 zero = _mm512_setzero_ps();
 
-  configure_tiles(T::kSubK);
+  configure_k_tiles();
   const int64_t chunk = std::max<int64_t>(kTile, static_cast<int64_t>((1u << 20) / static_cast<size_t>(nb * 256)) / kTile * kTile);
   for (int64_t c0 = 0; c0 < tiled_cols; c0 += chunk) {
     const int64_t c1 = std::min(tiled_cols, c0 + chunk);
     for (int64_t rt = 0; rt < row_tiles; ++rt) {
       const uint8_t* g0 = wb + static_cast<size_t>(2 * rt * nb) * T::kBlock;
-      unpack_k_row_tile<F>(g0, g0 + static_cast<size_t>(nb) * T::kBlock, nb, bq, sc, mn, bd, bm);
+      unpack_k_row_tile<F>(g0, g0 + static_cast<size_t>(nb) * T::kBlock, nb, bq, bd, bm);
       for (int64_t c = c0; c < c1; c += kTile) {
         const int8_t* at = aq + static_cast<size_t>(c * nb * 256);
-        for (int64_t b = 0; b < nb; ++b) {
-          __m512i isum[kTile];
-          for (__m512i& v : isum) v = _mm512_setzero_si512();
-          const int8_t* ablk = at + static_cast<size_t>(b) * kTile * 256;
-          const int8_t* bblk = bq + static_cast<size_t>(b * T::kSubs) * kTileBytes;
-          const int32_t* sblk = sc + b * T::kSubs * kTile;
-          for (int j = 0; j < T::kSubs; j += 2) {
-            _tile_zero(0);
-            _tile_loadd(2, ablk + static_cast<size_t>(j) * kTileBytes, T::kSubK);
-            _tile_loadd(4, bblk + static_cast<size_t>(j) * kTileBytes, 64);
-            _tile_dpbssd(0, 2, 4);
-            _tile_zero(1);
-            _tile_loadd(3, ablk + static_cast<size_t>(j + 1) * kTileBytes, T::kSubK);
-            _tile_loadd(5, bblk + static_cast<size_t>(j + 1) * kTileBytes, 64);
-            _tile_dpbssd(1, 3, 5);
-            _tile_stored(0, cbuf[0], 64);
-            add_scaled(cbuf[0], _mm512_load_si512(sblk + j * kTile), isum);
-            _tile_stored(1, cbuf[1], 64);
-            add_scaled(cbuf[1], _mm512_load_si512(sblk + (j + 1) * kTile), isum);
-          }
-          const __m512 dw = _mm512_load_ps(bd + 16 * b);
-          const __m512 mw = T::kMin ? _mm512_load_ps(bm + 16 * b) : _mm512_setzero_ps();
-#pragma GCC unroll 4
-          for (int t = 0; t < kTile; ++t) {
-            const int64_t ci = (c + t) * nb + b;
-            const __m512 da = _mm512_set1_ps(ad[ci]);
-            __m512 a0 = b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(accbuf + kTile * t);
-            a0 = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[t]), a0);
-            if constexpr (T::kMin) {
-              const int32_t* mp = mn + b * 4 * kTile;
-              __m512i imin = _mm512_madd_epi16(_mm512_load_si512(mp), _mm512_set1_epi32(ap[ci * 4]));
-              for (int p = 1; p < 4; ++p) {
-                imin = _mm512_add_epi32(imin, _mm512_madd_epi16(_mm512_load_si512(mp + p * kTile),
-                                                                _mm512_set1_epi32(ap[ci * 4 + p])));
-              }
-              a0 = _mm512_fnmadd_ps(_mm512_mul_ps(mw, da), _mm512_cvtepi32_ps(imin), a0);
-            }
-            _mm512_store_ps(accbuf + kTile * t, a0);
-          }
+        const float* dat = ad + c * nb;
+        __m512 acc[kTile];
+        for (__m512& v : acc) v = zero;
+        // Two sets of C tiles (0-2, 3-5) alternate: the tile unit computes super-block b + 1
+        // while the vector units finish b.
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        _tile_zero(4);
+        _tile_zero(5);
+        k_issue<F, 0>(at, bq);
+        for (int64_t b = 0; b < nb; b += 2) {
+          const bool more = b + 1 < nb;
+          if (more) k_issue<F, 3>(at + static_cast<size_t>(b + 1) * kKSteps * kKTile, bq + static_cast<size_t>(b + 1) * kKSuperB);
+          k_finish<F, 0>(cbuf, _mm512_load_ps(bd + 16 * b), T::kMin ? _mm512_load_ps(bm + 16 * b) : zero, dat + b, nb, acc);
+          if (!more) break;
+          if (b + 2 < nb) k_issue<F, 0>(at + static_cast<size_t>(b + 2) * kKSteps * kKTile, bq + static_cast<size_t>(b + 2) * kKSuperB);
+          k_finish<F, 3>(cbuf, _mm512_load_ps(bd + 16 * (b + 1)), T::kMin ? _mm512_load_ps(bm + 16 * (b + 1)) : zero,
+                         dat + b + 1, nb, acc);
         }
         float* o = out + c * out_stride + rt * kTile;
-        for (int t = 0; t < kTile; ++t) _mm512_storeu_ps(o + t * out_stride, _mm512_load_ps(accbuf + kTile * t));
+        for (int t = 0; t < kTile; ++t) _mm512_storeu_ps(o + t * out_stride, acc[t]);
       }
     }
   }
