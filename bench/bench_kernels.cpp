@@ -136,7 +136,7 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
         // K-quant rows need n % 256 == 0 (SmolLM2's 576 is not).
         if (t != DType::Q4_K && t != DType::Q5_K && t != DType::Q6_K) b->Args({static_cast<int64_t>(t), 1536, 576, cols, isa});  // SmolLM2 ffn up/gate
         b->Args({static_cast<int64_t>(t), 8192, 2048, cols, isa});  // 1B ffn up/gate
-        if (isa == 3 && cols > 1) b->Args({static_cast<int64_t>(t), 2048, 8192, cols, isa});  // 1B ffn down
+        if ((isa == 3 || isa == 4) && cols > 1) b->Args({static_cast<int64_t>(t), 2048, 8192, cols, isa});  // 1B ffn down
         if (isa == 3 && (t == DType::Q4_0 || t == DType::Q4_1)) {
           // The same with the 8 x 4 tiles only (isa 7, avx2x8).
           if (cols > 1) b->Args({static_cast<int64_t>(t), 2048, 8192, cols, 7});
