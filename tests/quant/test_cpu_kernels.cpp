@@ -501,6 +501,30 @@ TEST(CpuHelpers, MultiQueryAttentionBitIdenticalToSingleQuery) {
   }
 }
 
+// The per-query softmax definition (kernels.hpp) over a unit's scores s, in place: each query's
+// max over its own keys, exp in double rounded to float, the sum in double, 1 / sum rounded to
+// float, the product rounded to f16.
+void softmax_unit_reference(std::vector<float>* s, int64_t ld, int nq, int32_t jlo, int n_keys,
+                            const std::vector<int32_t>& kv0, const std::vector<int32_t>& n_kv) {
+  std::vector<float>& want = *s;
+  for (int i = 0; i < nq; ++i) {
+    const int32_t a = kv0[static_cast<size_t>(i)], b = n_kv[static_cast<size_t>(i)];
+    float m = -std::numeric_limits<float>::infinity();
+    for (int32_t j = a; j < b; ++j) m = std::max(m, want[static_cast<size_t>((j - jlo) * ld + i)]);
+    double sum = 0.0;
+    for (int j = 0; j < n_keys; ++j) {
+      float& e = want[static_cast<size_t>(j * ld + i)];
+      e = static_cast<float>(std::exp(static_cast<double>(e - m)));
+      if (jlo + j >= a && jlo + j < b) sum += static_cast<double>(e);
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (int j = 0; j < n_keys; ++j) {
+      float& e = want[static_cast<size_t>(j * ld + i)];
+      e = fp16_to_f32(f32_to_fp16(e * inv));
+    }
+  }
+}
+
 // The unit softmax against the per-query definition (kernels.hpp), bit for bit: causal ranges
 // that end inside the span, sliding windows that start inside it, query counts that fill, miss
 // and span the 8-lane groups, scores with wide ranges, and the gap between rows left untouched.
@@ -519,22 +543,7 @@ TEST(CpuHelpers, AttnSoftmaxMultiMatchesPerQueryDefinition) {
           for (int i = 0; i < nq; ++i) s[static_cast<size_t>(j * ld + i)] = nd(rng) * (i % 3 == 0 ? 20.0f : 2.0f);
         }
         std::vector<float> want(s);
-        for (int i = 0; i < nq; ++i) {
-          const int32_t a = kv0[static_cast<size_t>(i)], b = n_kv[static_cast<size_t>(i)];
-          float m = -std::numeric_limits<float>::infinity();
-          for (int32_t j = a; j < b; ++j) m = std::max(m, want[static_cast<size_t>((j - jlo) * ld + i)]);
-          double sum = 0.0;
-          for (int j = 0; j < n_keys; ++j) {
-            float& e = want[static_cast<size_t>(j * ld + i)];
-            e = static_cast<float>(std::exp(static_cast<double>(e - m)));
-            if (jlo + j >= a && jlo + j < b) sum += static_cast<double>(e);
-          }
-          const auto inv = static_cast<float>(1.0 / sum);
-          for (int j = 0; j < n_keys; ++j) {
-            float& e = want[static_cast<size_t>(j * ld + i)];
-            e = fp16_to_f32(f32_to_fp16(e * inv));
-          }
-        }
+        softmax_unit_reference(&want, ld, nq, jlo, n_keys, kv0, n_kv);
         std::vector<float> got(s);
         cpu::attn_softmax_multi(got.data(), ld, nq, jlo, n_keys, kv0.data(), n_kv.data());
         for (int i = 0; i < nq; ++i) {
@@ -552,6 +561,71 @@ TEST(CpuHelpers, AttnSoftmaxMultiMatchesPerQueryDefinition) {
             ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(j * ld + i)], &kPoison, 4), 0) << "wrote past nq";
           }
         }
+      }
+    }
+  }
+}
+
+// Scores far below a query's max: exponentials in the float subnormal range, at and around 2^-25
+// (where the product's f16 rounding turns to +0, and below which the kernels zero the lane before
+// the product), and spreads of +-150 as random-weight models give, with some sums far above 1
+// (many keys near the max) so that inv is small. Bit for bit against the definition, every
+// query both in an 8-query group and alone.
+TEST(CpuHelpers, AttnSoftmaxMultiTinyProbabilities) {
+  auto rng = test::make_rng(20261204);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const float ln_2m25 = static_cast<float>(std::log(std::ldexp(1.0, -25)));
+  // Gaps below the max: around ln 2^-25 (with a sum of about 1 these products straddle 2^-25),
+  // and far ones whose exponentials are float subnormals or 0 and leave the sum as it is.
+  std::vector<float> near, far, mixed;
+  for (int u = -6; u <= 6; ++u) near.push_back(ln_2m25 + static_cast<float>(u) * 4e-6f);
+  for (float d : {-60.0f, -87.0f, -87.4f, -90.0f, -100.0f, -103.9f, -104.0f, -110.0f, -150.0f, -300.0f}) far.push_back(d);
+  for (float d : {0.0f, -1e-6f, -0.5f, -8.0f, -16.0f, -17.0f, -17.7f, -18.0f, -30.0f}) mixed.push_back(d);
+  for (const int nq : {9, 17}) {
+    for (const int n_keys : {3, 40, 200}) {
+      const int32_t jlo = 2;
+      const int64_t ld = nq + 1;
+      std::vector<int32_t> kv0, n_kv;
+      unit_key_ranges(nq, n_keys, jlo, 0, &kv0, &n_kv);
+      std::vector<float> s(static_cast<size_t>(ld * n_keys), kPoison);
+      for (int i = 0; i < nq; ++i) {
+        const float base = nd(rng) * 3.0f;
+        for (int j = 0; j < n_keys; ++j) {
+          float v;
+          if (i % 3 == 0) {
+            v = base + (j % 2 == 0 ? near[static_cast<size_t>(j / 2 + i) % near.size()]
+                                   : far[static_cast<size_t>(j / 2 + i) % far.size()]);
+          } else if (i % 3 == 1) {
+            v = nd(rng) * 150.0f;  // +-150: most exponentials underflow
+          } else {
+            v = base - std::fabs(nd(rng)) * 0.01f;  // many keys near the max: the sum >> 1
+            if (j % 5 == 0) v = base + mixed[static_cast<size_t>(j / 5) % mixed.size()];
+            if (j % 5 == 1) v = base + near[static_cast<size_t>(j / 5) % near.size()];
+          }
+          s[static_cast<size_t>(j * ld + i)] = v;
+        }
+        if (i % 3 != 1) s[static_cast<size_t>(i % n_keys) * static_cast<size_t>(ld) + static_cast<size_t>(i)] = base;  // the max
+      }
+      std::vector<float> want(s);
+      softmax_unit_reference(&want, ld, nq, jlo, n_keys, kv0, n_kv);
+      std::vector<float> got(s);
+      cpu::attn_softmax_multi(got.data(), ld, nq, jlo, n_keys, kv0.data(), n_kv.data());
+      int zeros = 0, tiny = 0;
+      for (int i = 0; i < nq; ++i) {
+        for (int j = 0; j < n_keys; ++j) {
+          const int32_t key = jlo + j;
+          if (key < kv0[static_cast<size_t>(i)] || key >= n_kv[static_cast<size_t>(i)]) continue;
+          const auto at = static_cast<size_t>(j * ld + i);
+          zeros += want[at] == 0.0f;
+          tiny += want[at] > 0.0f && want[at] < 1e-7f;
+          ASSERT_EQ(std::memcmp(&want[at], &got[at], 4), 0)
+              << "nq=" << nq << " n_keys=" << n_keys << " i=" << i << " j=" << j << " score " << s[at] << ": "
+              << want[at] << " vs " << got[at];
+        }
+      }
+      if (n_keys >= 40) {
+        EXPECT_GT(zeros, 0);  // the cases reach the f16 zero and the smallest f16 values
+        EXPECT_GT(tiny, 0);
       }
     }
   }

@@ -95,6 +95,19 @@ void scores_by_head_size(int64_t hd, const float* q, int64_t q_stride, int nq, f
 // decode, where a unit has 1-4) one at a time over their own keys, gathered into a contiguous
 // run (masked loads and stores across queries are slow on AMD cores, and a group of 8 lanes
 // with one query in it wastes the other 7 exps).
+// p = e * inv rounded to f16 and back, where inv <= 1 (a query's sum includes its max key's
+// exp(0) = 1). An e in [+0, 2^-25] gives a p <= 2^-25, which F16C rounds to +0, so such lanes are
+// zeroed before the product: the same bits, without the product's subnormal operands or
+// results, each a microcode assist on Intel cores (scores spread over +-100 or more put most of
+// a row there). The test is on the bit pattern, unsigned, so NaN lanes of either sign pass.
+inline __m256 prob_f16(__m256 e, __m256 inv) {
+  const __m256i flip = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
+  const __m256i tiny = _mm256_set1_epi32(static_cast<int32_t>(0x33000000u ^ 0x80000000u));  // 2^-25
+  const __m256i keep = _mm256_cmpgt_epi32(_mm256_xor_si256(_mm256_castps_si256(e), flip), tiny);
+  const __m256 p = _mm256_mul_ps(_mm256_and_ps(e, _mm256_castsi256_ps(keep)), inv);
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT));
+}
+
 template <class Exp8>
 void softmax_group8(Exp8 exp8, float* s, int64_t ld, int32_t jlo, int n_keys, const int32_t* kv0,
                     const int32_t* n_kv) {
@@ -123,8 +136,7 @@ void softmax_group8(Exp8 exp8, float* s, int64_t ld, int32_t jlo, int n_keys, co
   const __m256 inv = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, sum1)), _mm256_cvtpd_ps(_mm256_div_pd(one, sum0)));
   for (int j = 0; j < n_keys; ++j) {
     float* row = s + j * ld;
-    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(row), inv);
-    _mm256_storeu_ps(row, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+    _mm256_storeu_ps(row, prob_f16(_mm256_loadu_ps(row), inv));
   }
 }
 
@@ -151,8 +163,7 @@ void softmax_one(Exp8 exp8, float* s, int64_t ld, int a, int b, std::vector<Lane
   for (int k = 0; k < n; ++k) sum += static_cast<double>(t[k]);
   const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
   for (int k = 0; k < n; k += 8) {
-    const __m256 p = _mm256_mul_ps(_mm256_loadu_ps(t + k), inv);
-    _mm256_storeu_ps(t + k, _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+    _mm256_storeu_ps(t + k, prob_f16(_mm256_loadu_ps(t + k), inv));
   }
   for (int k = 0; k < n; ++k) s[(a + k) * ld] = t[k];
 }
