@@ -29,7 +29,6 @@
 #include "backends/cpu/kernels_internal.hpp"
 #include "core/cpu_features.hpp"
 #include "quant/quant.hpp"
-#include "quant/quant_k.hpp"
 
 namespace geniex::cpu::amx {
 namespace {
@@ -419,12 +418,6 @@ void configure_k_tiles() {
   _tile_loadconfig(&c);
 }
 
-// Row r (0..15) of a row tile: byte `i` of its chunk k in the group block pair (b0: rows 0-7).
-inline uint8_t chunk_byte(const uint8_t* b0, const uint8_t* b1, size_t region, size_t k, int r, int i) {
-  const uint8_t* g = r < 8 ? b0 : b1;
-  return g[region + 32 * k + 4 * static_cast<size_t>(r % 8) + static_cast<size_t>(i)];
-}
-
 // A digit d per i32 lane as the 16-bit multiplier of both halves.
 inline __m512i digit_mul(__m512i d) {
   return _mm512_or_si512(_mm512_and_si512(d, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(d, 16));
@@ -452,22 +445,23 @@ void unpack_k_row_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, int8_t*
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i off32 = _mm512_set1_epi8(32);
   const __m512i seven = _mm512_set1_epi32(7);
-  alignas(64) int32_t sc[16][kTile];
+  const __m512i byte = _mm512_set1_epi32(0xff);
+  // Byte i of each i32 lane, zero-extended.
+  const auto lane_byte = [&](__m512i v, int i) {
+    return _mm512_and_si512(_mm512_srli_epi32(v, static_cast<unsigned>(8 * i)), byte);
+  };
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * T::kBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * T::kBlock;
     _mm512_store_ps(bd + 16 * b, fields16(b0, b1));
     if constexpr (F == KFmt::Q6_K) {
-      for (int r = 0; r < kTile; ++r) {
-        for (int j = 0; j < 16; ++j) {
-          sc[j][r] = static_cast<int8_t>(chunk_byte(b0, b1, 16, static_cast<size_t>(j / 4), r, j % 4));
-        }
-      }
+      // The int8 scales: sub-block j's is byte j % 4 of each row's chunk j / 4 (at 16).
       // Digits in -3..4: d0 = ((sc + 3) & 7) - 3, then the same on (sc - d0) / 8.
       __m512i dm[3][16];
       const __m512i three = _mm512_set1_epi32(3);
       for (int j = 0; j < 16; ++j) {
-        __m512i rest = _mm512_load_si512(sc[j]);
+        const __m512i chunk = concat(b0 + 16 + 32 * (j / 4), b1 + 16 + 32 * (j / 4));
+        __m512i rest = _mm512_srai_epi32(_mm512_slli_epi32(chunk, static_cast<unsigned>(24 - 8 * (j % 4))), 24);
         for (int p = 0; p < 2; ++p) {
           const __m512i d = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(rest, three), seven), three);
           dm[p][j] = digit_mul(d);
@@ -504,24 +498,21 @@ void unpack_k_row_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, int8_t*
       }
     } else {
       _mm512_store_ps(bm + 16 * b, fields16(b0 + 16, b1 + 16));
-      alignas(64) int32_t mn[8][kTile];
-      for (int r = 0; r < kTile; ++r) {
-        uint8_t scales[12];
-        for (int k = 0; k < 3; ++k) {
-          for (int i = 0; i < 4; ++i) scales[4 * k + i] = chunk_byte(b0, b1, 32, static_cast<size_t>(k), r, i);
-        }
-        for (int j = 0; j < 8; ++j) {
-          uint8_t d, m;
-          quant::get_scale_min_k4(j, scales, &d, &m);
-          sc[j][r] = d;
-          mn[j][r] = m;
-        }
-      }
+      // Each row's 12 scale bytes are its chunks 0-2 (at 32): quant::get_scale_min_k4 on 16 rows,
+      // sub-blocks 0-3 in the low bytes' 6 bits, 4-7 as 4 + 2 bits.
+      const __m512i p0 = concat(b0 + 32, b1 + 32), p1 = concat(b0 + 64, b1 + 64), p2 = concat(b0 + 96, b1 + 96);
+      const __m512i m3f = _mm512_set1_epi8(0x3f);
+      const __m512i sc_lo = _mm512_and_si512(p0, m3f);
+      const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(p2, low4), _mm512_and_si512(_mm512_srli_epi16(p0, 2), m30));
+      const __m512i mn_lo = _mm512_and_si512(p1, m3f);
+      const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p2, 4), low4),
+                                            _mm512_and_si512(_mm512_srli_epi16(p1, 2), m30));
       for (int j = 0; j < 8; ++j) {
-        const __m512i s = _mm512_load_si512(sc[j]);
+        const __m512i s = lane_byte(j < 4 ? sc_lo : sc_hi, j % 4);
+        const __m512i mnj = lane_byte(j < 4 ? mn_lo : mn_hi, j % 4);
         const __m512i dm0 = digit_mul(_mm512_and_si512(s, seven));
         const __m512i dm1 = digit_mul(_mm512_srli_epi32(s, 3));
-        const __m512i mins = _mm512_mullo_epi32(_mm512_load_si512(mn[j]), _mm512_set1_epi32(0x01010101));
+        const __m512i mins = _mm512_mullo_epi32(mnj, _mm512_set1_epi32(0x01010101));
         const size_t half = static_cast<size_t>(j % 2) * 512;
         int8_t* t0 = k_tile(bq, b, 0, j / 2) + half;
         int8_t* t1 = k_tile(bq, b, 1, j / 2) + half;
