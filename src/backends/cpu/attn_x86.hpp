@@ -87,14 +87,6 @@ void scores_by_head_size(int64_t hd, const float* q, int64_t q_stride, int nq, f
   }
 }
 
-// The softmax of a unit (kernels.hpp), with each query's operations and their order those of
-// generic_attn_softmax_multi: max, exp_f32 of s - m (exp8, 8 lanes of exp_f32), the sum in
-// double in key order over its own keys, 1 / sum in double rounded to float, the product,
-// F16C's round to nearest even. Groups of 8 queries go one key row at a time, 8 queries per
-// vector (a query's outside keys add +0 to its sum); the queries left over (all of them in
-// decode, where a unit has 1-4) one at a time over their own keys, gathered into a contiguous
-// run (masked loads and stores across queries are slow on AMD cores, and a group of 8 lanes
-// with one query in it wastes the other 7 exps).
 // p = e * inv rounded to f16 and back, where inv <= 1 (a query's sum includes its max key's
 // exp(0) = 1). An e in [+0, 2^-25] gives a p <= 2^-25, which F16C rounds to +0, so such lanes are
 // zeroed before the product: the same bits, without the product's subnormal operands or
@@ -108,6 +100,14 @@ inline __m256 prob_f16(__m256 e, __m256 inv) {
   return _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT));
 }
 
+// The softmax of a unit (kernels.hpp), with each query's operations and their order those of
+// generic_attn_softmax_multi: max, exp_f32 of s - m (exp8, 8 lanes of exp_f32), the sum in
+// double in key order over its own keys, 1 / sum in double rounded to float, the product,
+// F16C's round to nearest even. Groups of 8 queries go one key row at a time, 8 queries per
+// vector (a query's outside keys add +0 to its sum); the queries left over (all of them in
+// decode, where a unit has 1-4) one at a time over their own keys, gathered into a contiguous
+// run (masked loads and stores across queries are slow on AMD cores, and a group of 8 lanes
+// with one query in it wastes the other 7 exps).
 template <class Exp8>
 void softmax_group8(Exp8 exp8, float* s, int64_t ld, int32_t jlo, int n_keys, const int32_t* kv0,
                     const int32_t* n_kv) {

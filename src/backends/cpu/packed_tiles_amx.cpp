@@ -538,54 +538,42 @@ void unpack_k_row_tile(const uint8_t* g0, const uint8_t* g1, int64_t nb, int8_t*
   }
 }
 
-// GCC's tile intrinsics paste their register numbers into the assembly text, so the two sets of
-// C tiles (0-2 and 3-5) are spelled out by these macros rather than passed as parameters.
-#define GENIEX_K_DP(C, A, B)                      \
-  do {                                            \
-    if constexpr (F == KFmt::Q6_K) {              \
-      _tile_dpbssd(C, A, B);                      \
-    } else {                                      \
-      _tile_dpbsud(C, A, B);                      \
-    }                                             \
+// Q6_K's signed B bytes against Q4_K's / Q5_K's unsigned ones. A macro: GCC's tile intrinsics
+// paste their register numbers into the assembly text, so they take literals only.
+#define GENIEX_K_DP(C, A, B) \
+  do {                       \
+    if constexpr (F == KFmt::Q6_K) { \
+      _tile_dpbssd(C, A, B); \
+    } else {                 \
+      _tile_dpbsud(C, A, B); \
+    }                        \
   } while (0)
-#define GENIEX_K_ISSUE(C0, C1, C2)                                                  \
-  for (int s = 0; s < kKSteps; ++s) {                                               \
-    _tile_loadd(6, at + static_cast<size_t>(s) * kKTile, 64);                       \
-    _tile_loadd(7, bt + static_cast<size_t>(s) * kKTile, 64);                       \
-    GENIEX_K_DP(C0, 6, 7);                                                          \
-    _tile_loadd(7, bt + static_cast<size_t>(kKSteps + s) * kKTile, 64);             \
-    GENIEX_K_DP(C1, 6, 7);                                                          \
-    _tile_loadd(7, bt + static_cast<size_t>(2 * kKSteps + s) * kKTile, 64);         \
-    GENIEX_K_DP(C2, 6, 7);                                                          \
-  }
-#define GENIEX_K_DRAIN(C0, C1, C2)  \
-  _tile_stored(C0, cbuf[0], 64);    \
-  _tile_stored(C1, cbuf[1], 64);    \
-  _tile_stored(C2, cbuf[2], 64);    \
-  _tile_zero(C0);                   \
-  _tile_zero(C1);                   \
-  _tile_zero(C2)
 
-// One super-block of a row tile and a token tile (A at `at`, B passes at `bt`) into C tile set
-// `Set` (A in tile 6, B in 7).
-template <KFmt F, int Set>
+// One super-block of a row tile and a token tile (A at `at`, B passes at `bt`) into C tiles 0-2
+// (A in tile 6, B in 7).
+template <KFmt F>
 inline void k_issue(const int8_t* at, const int8_t* bt) {
-  if constexpr (Set == 0) {
-    GENIEX_K_ISSUE(0, 1, 2)
-  } else {
-    GENIEX_K_ISSUE(3, 4, 5)
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  for (int s = 0; s < kKSteps; ++s) {
+    _tile_loadd(6, at + static_cast<size_t>(s) * kKTile, 64);
+    _tile_loadd(7, bt + static_cast<size_t>(s) * kKTile, 64);
+    GENIEX_K_DP(0, 6, 7);
+    _tile_loadd(7, bt + static_cast<size_t>(kKSteps + s) * kKTile, 64);
+    GENIEX_K_DP(1, 6, 7);
+    _tile_loadd(7, bt + static_cast<size_t>(2 * kKSteps + s) * kKTile, 64);
+    GENIEX_K_DP(2, 6, 7);
   }
 }
+#undef GENIEX_K_DP
 
-// C tile set `Set` of one super-block into the accumulators (token t's d_a at da[t * ld]); the
-// set is zeroed for its next super-block.
-template <KFmt F, int Set>
+// C tiles 0-2 of one super-block into the accumulators (token t's d_a at da[t * ld]).
+template <KFmt F>
 inline void k_finish(int32_t (*cbuf)[kTile * kTile], __m512 dw, __m512 mw, const float* da, int64_t ld, __m512* acc) {
-  if constexpr (Set == 0) {
-    GENIEX_K_DRAIN(0, 1, 2);
-  } else {
-    GENIEX_K_DRAIN(3, 4, 5);
-  }
+  _tile_stored(0, cbuf[0], 64);
+  _tile_stored(1, cbuf[1], 64);
+  _tile_stored(2, cbuf[2], 64);
 #pragma GCC unroll 16
   for (int t = 0; t < kTile; ++t) {
     __m512i isum = _mm512_add_epi32(_mm512_load_si512(cbuf[0] + kTile * t),
@@ -601,9 +589,6 @@ inline void k_finish(int32_t (*cbuf)[kTile * kTile], __m512 dw, __m512 mw, const
     }
   }
 }
-#undef GENIEX_K_DRAIN
-#undef GENIEX_K_ISSUE
-#undef GENIEX_K_DP
 
 template <KFmt F>
 void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
@@ -660,23 +645,9 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
         const float* dat = ad + c * nb;
         __m512 acc[kTile];
         for (__m512& v : acc) v = zero;
-        // Two sets of C tiles (0-2, 3-5) alternate: the tile unit computes super-block b + 1
-        // while the vector units finish b.
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        _tile_zero(4);
-        _tile_zero(5);
-        k_issue<F, 0>(at, bq);
-        for (int64_t b = 0; b < nb; b += 2) {
-          const bool more = b + 1 < nb;
-          if (more) k_issue<F, 3>(at + static_cast<size_t>(b + 1) * kKSteps * kKTile, bq + static_cast<size_t>(b + 1) * kKSuperB);
-          k_finish<F, 0>(cbuf, _mm512_load_ps(bd + 16 * b), T::kMin ? _mm512_load_ps(bm + 16 * b) : zero, dat + b, nb, acc);
-          if (!more) break;
-          if (b + 2 < nb) k_issue<F, 0>(at + static_cast<size_t>(b + 2) * kKSteps * kKTile, bq + static_cast<size_t>(b + 2) * kKSuperB);
-          k_finish<F, 3>(cbuf, _mm512_load_ps(bd + 16 * (b + 1)), T::kMin ? _mm512_load_ps(bm + 16 * (b + 1)) : zero,
-                         dat + b + 1, nb, acc);
+        for (int64_t b = 0; b < nb; ++b) {
+          k_issue<F>(at + static_cast<size_t>(b) * kKSteps * kKTile, bq + static_cast<size_t>(b) * kKSuperB);
+          k_finish<F>(cbuf, _mm512_load_ps(bd + 16 * b), T::kMin ? _mm512_load_ps(bm + 16 * b) : zero, dat + b, nb, acc);
         }
         float* o = out + c * out_stride + rt * kTile;
         for (int t = 0; t < kTile; ++t) _mm512_storeu_ps(o + t * out_stride, acc[t]);
