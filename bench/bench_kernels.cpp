@@ -4,7 +4,9 @@
 // measure the scalar tables.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -13,6 +15,7 @@
 #include "backends/cpu/kernels.hpp"
 #include "backends/cpu/packed.hpp"
 #include "core/dtype.hpp"
+#include "core/fp16.hpp"
 #include "quant/quant.hpp"
 
 namespace {
@@ -211,6 +214,74 @@ void BM_exp_f32_row(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_exp_f32_row);
+
+// A prefill attention unit's three steps at SmolLM2's head size (64, an f16 cache): nq queries
+// against a 32-key cache block (scores), the unit softmax over 256 keys, and the probability-
+// weighted sum over a block. args: nq. Items are scores (query x key pairs).
+struct AttnUnit {
+  std::vector<float> q, s;
+  std::vector<uint8_t> kv;
+  std::vector<int32_t> kv0, n_kv;
+};
+AttnUnit make_attn_unit(int nq, int n_keys, int64_t hd) {
+  AttnUnit u;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  u.q.resize(static_cast<size_t>(nq * hd));
+  for (auto& v : u.q) v = geniex::fp16_to_f32(geniex::f32_to_fp16(dist(rng)));
+  u.kv.resize(static_cast<size_t>(n_keys * hd) * 2);
+  for (size_t i = 0; i < u.kv.size() / 2; ++i) {
+    const uint16_t h = geniex::f32_to_fp16(dist(rng));
+    std::memcpy(u.kv.data() + 2 * i, &h, 2);
+  }
+  u.s.resize(static_cast<size_t>(nq * n_keys));
+  for (auto& v : u.s) v = 4.0f * dist(rng);
+  u.kv0.assign(static_cast<size_t>(nq), 0);
+  u.n_kv.assign(static_cast<size_t>(nq), n_keys);
+  return u;
+}
+void BM_attn_scores(benchmark::State& state) {
+  const int nq = static_cast<int>(state.range(0)), n_keys = static_cast<int>(state.range(1));
+  const int64_t hd = 64;
+  AttnUnit u = make_attn_unit(nq, n_keys, hd);
+  std::vector<geniex::cpu::KvRun> runs;  // cache blocks of 32 keys
+  for (int j = 0; j < n_keys; j += 32) runs.push_back({u.kv.data() + static_cast<size_t>(j * hd) * 2, std::min(32, n_keys - j)});
+  for (auto _ : state) {
+    geniex::cpu::attn_scores_f16_multi(u.q.data(), hd, nq, runs.data(), static_cast<int>(runs.size()),
+                                       static_cast<size_t>(hd) * 2, hd, 0.125f, u.s.data(), nq);
+    benchmark::DoNotOptimize(u.s.data());
+  }
+  state.SetItemsProcessed(state.iterations() * nq * n_keys);
+}
+BENCHMARK(BM_attn_scores)->Args({3, 32})->Args({24, 32})->Args({48, 32})->Args({48, 256});
+void BM_attn_softmax(benchmark::State& state) {
+  const int nq = static_cast<int>(state.range(0)), n_keys = 256;
+  AttnUnit u = make_attn_unit(nq, n_keys, 64);
+  const std::vector<float> s0 = u.s;
+  for (auto _ : state) {
+    state.PauseTiming();
+    u.s = s0;
+    state.ResumeTiming();
+    geniex::cpu::attn_softmax_multi(u.s.data(), nq, nq, 0, n_keys, u.kv0.data(), u.n_kv.data());
+    benchmark::DoNotOptimize(u.s.data());
+  }
+  state.SetItemsProcessed(state.iterations() * nq * n_keys);
+}
+BENCHMARK(BM_attn_softmax)->Arg(3)->Arg(24)->Arg(48);
+void BM_attn_accum(benchmark::State& state) {
+  const int nq = static_cast<int>(state.range(0)), n_keys = 32;
+  const int64_t hd = 64;
+  AttnUnit u = make_attn_unit(nq, n_keys, hd);
+  for (auto& v : u.s) v = std::abs(v) * 0.01f;
+  std::vector<float> acc(static_cast<size_t>(nq * hd));
+  for (auto _ : state) {
+    geniex::cpu::attn_accum_f16_multi(u.s.data(), nq, nq, u.kv.data(), static_cast<size_t>(hd) * 2, n_keys, hd,
+                                      acc.data(), hd);
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.SetItemsProcessed(state.iterations() * nq * n_keys);
+}
+BENCHMARK(BM_attn_accum)->Arg(3)->Arg(24)->Arg(48);
 
 }  // namespace
 

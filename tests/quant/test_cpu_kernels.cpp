@@ -451,15 +451,16 @@ TEST(CpuHelpers, ExpRowMatchesDoubleExpOnADenseSweep) {
 }
 
 // The multi-query helpers give every query the bits of the single-query helpers (and so of
-// one dot / axpy per key): query counts that fill, miss and span the 8-query sums and 6-query
-// accumulator blocks, head sizes that take the 64-dimension chunks, a short last chunk and the
-// fallbacks, and strided queries, scores and accumulators.
+// one dot / axpy per key): query counts that fill, miss and span the 8-query sums, the 16-query
+// lanes and their 64-query passes, and the 6-query accumulator blocks, head sizes that take the
+// 64-dimension chunks, a short last chunk and the fallbacks, keys in two runs (the second longer
+// than a 32-key chunk for some counts), and strided queries, scores and accumulators.
 TEST(CpuHelpers, MultiQueryAttentionBitIdenticalToSingleQuery) {
   auto rng = test::make_rng(20261202);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (const int64_t hd : {64, 128, 192, 96, 80, 40, 256, 320}) {
-    for (const int nq : {1, 3, 6, 7, 8, 9, 13, 24, 30}) {
-      const int n_keys = 1 + static_cast<int>((hd + nq) % 37);
+    for (const int nq : {1, 3, 6, 7, 8, 9, 13, 16, 24, 30, 48, 70}) {
+      const int n_keys = 1 + static_cast<int>((hd + 5 * nq) % 71);
       const size_t row_bytes = static_cast<size_t>(hd) * 2 * 3 + 10;
       std::vector<uint8_t> k, v;
       random_kv_rows(rng, n_keys, hd, row_bytes, &k, &v);
@@ -471,7 +472,12 @@ TEST(CpuHelpers, MultiQueryAttentionBitIdenticalToSingleQuery) {
       const float scale = 0.125f;
 
       std::vector<float> got(static_cast<size_t>(ld * n_keys), kPoison);
-      cpu::attn_scores_f16_multi(q.data(), q_stride, nq, k.data(), row_bytes, n_keys, hd, scale, got.data(), ld);
+      // The keys as two runs (a split inside a 32-key chunk when there are enough), the second
+      // one read from a copy elsewhere.
+      const int split = n_keys > 21 ? 21 : n_keys / 2;
+      const std::vector<uint8_t> k2(k.begin() + static_cast<std::ptrdiff_t>(split * row_bytes), k.end());
+      const cpu::KvRun runs[2] = {{k.data(), split}, {k2.data(), n_keys - split}};
+      cpu::attn_scores_f16_multi(q.data(), q_stride, nq, runs, 2, row_bytes, hd, scale, got.data(), ld);
       std::vector<float> acc0(static_cast<size_t>(acc_stride * nq));
       for (float& x : acc0) x = nd(rng);
       std::vector<float> acc_got(acc0);
@@ -709,8 +715,9 @@ TEST(CpuHelpers, Avx512AttentionHelpersGiveTheAvx2Bits) {
       for (float& e : q) e = nd(rng);
       for (float& e : p) e = std::fabs(nd(rng)) * 0.1f;
       std::vector<float> sa(p.size(), kPoison), sb(sa);
-      cpu::avx2::attn_scores_f16_multi(q.data(), q_stride, nq, k.data(), row_bytes, n_keys, hd, 0.125f, sa.data(), ld);
-      cpu::avx512::attn_scores_f16_multi(q.data(), q_stride, nq, k.data(), row_bytes, n_keys, hd, 0.125f, sb.data(), ld);
+      const cpu::KvRun run{k.data(), n_keys};
+      cpu::avx2::attn_scores_f16_multi(q.data(), q_stride, nq, &run, 1, row_bytes, hd, 0.125f, sa.data(), ld);
+      cpu::avx512::attn_scores_f16_multi(q.data(), q_stride, nq, &run, 1, row_bytes, hd, 0.125f, sb.data(), ld);
       ASSERT_TRUE(same(sa, sb)) << "scores hd=" << hd << " nq=" << nq;
       std::vector<float> aa(static_cast<size_t>(acc_stride * nq));
       for (float& e : aa) e = nd(rng);

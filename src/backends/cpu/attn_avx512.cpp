@@ -97,6 +97,112 @@ void scores_chunks(const float* q, int64_t q_stride, int nq, const uint8_t* k, s
   }
 }
 
+// Queries as lanes (batches of 8 or more queries): 16 queries per zmm, so each fma serves 16
+// scores and no horizontal sums are needed. A score's arithmetic is still scores_chunks's: lane
+// l of its 16-lane chain (dimensions l, l + 16, ..., in order, from +0) is here a chain of its
+// own, c_l, over zmm of 16 queries' dimension d against key dimension d broadcast; then
+// r_l = c_l + c_(l+8) (the two halves), ((r0 + r4) + (r2 + r6)) + ((r1 + r5) + (r3 + r7))
+// (hsum8x8's order) and the scale, each an IEEE operation on the same operands.
+
+// 16 x 16 floats transposed in registers: r[i] lane c becomes r[c] lane i.
+inline void transpose16(__m512* r) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  auto lo = [](__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  auto hi = [](__m512 a, __m512 b) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+  };
+  for (int i = 0; i < 4; ++i) {  // r[4i + c], 128-bit lane L: column 4L + c of rows 4i..4i+3
+    r[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0x88);
+    t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], 0xdd);
+    t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0x88);
+    t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xdd);
+    r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0x88);
+    r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], 0xdd);
+  }
+}
+
+// qt[d * 16 + i] = q[i][d] for the (at most 16) queries of a group, zeros past nq.
+inline void transpose_queries(const float* q, int64_t q_stride, int nq, int64_t hd, float* qt) {
+  for (int64_t d0 = 0; d0 < hd; d0 += 16) {
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = i < nq ? _mm512_loadu_ps(q + i * q_stride + d0) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int c = 0; c < 16; ++c) _mm512_store_ps(qt + (d0 + c) * 16, r[c]);
+  }
+}
+
+// acc + a * (*p broadcast), with the broadcast as the fma's memory operand. Written as one
+// instruction: with _mm512_set1_ps GCC hoists every broadcast of an unrolled block into its own
+// register and spills them to the stack.
+inline __m512 fmadd_bcast(__m512 a, const float* p, __m512 acc) {
+  asm("vfmadd231ps %[p]%{1to16%}, %[a], %[acc]" : [acc] "+v"(acc) : [a] "v"(a), [p] "m"(*p));
+  return acc;
+}
+
+// The scores of n keys (f32 rows kf, D = 64 NC apart) for one group's 16 queries (qt), stored
+// under mask m at out + key * ld. First every r_l of every key, into rs (the pair's 2 x 4 NC
+// query vectors loaded once for all keys), then the tree per key.
+template <int NC>
+inline void qlane_keys(const float* qt, const float* kf, int n, __m512 vscale, float* out, int64_t ld, __mmask16 m,
+                       float* rs) {
+  constexpr int D = 64 * NC, S = 4 * NC;
+  for (int l = 0; l < 8; ++l) {
+    __m512 qa[S], qb[S];
+#pragma GCC unroll 16
+    for (int s = 0; s < S; ++s) {
+      qa[s] = _mm512_load_ps(qt + (l + 16 * s) * 16);
+      qb[s] = _mm512_load_ps(qt + (l + 8 + 16 * s) * 16);
+    }
+    int j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const float* kj = kf + j * D + l;
+      __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps(), c2 = _mm512_setzero_ps(), c3 = _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int s = 0; s < S; ++s) {
+        c0 = fmadd_bcast(qa[s], kj + 16 * s, c0);
+        c1 = fmadd_bcast(qb[s], kj + 8 + 16 * s, c1);
+        c2 = fmadd_bcast(qa[s], kj + D + 16 * s, c2);
+        c3 = fmadd_bcast(qb[s], kj + D + 8 + 16 * s, c3);
+      }
+      _mm512_store_ps(rs + (j * 8 + l) * 16, _mm512_add_ps(c0, c1));
+      _mm512_store_ps(rs + ((j + 1) * 8 + l) * 16, _mm512_add_ps(c2, c3));
+    }
+    for (; j < n; ++j) {
+      const float* kj = kf + j * D + l;
+      __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int s = 0; s < S; ++s) {
+        c0 = fmadd_bcast(qa[s], kj + 16 * s, c0);
+        c1 = fmadd_bcast(qb[s], kj + 8 + 16 * s, c1);
+      }
+      _mm512_store_ps(rs + (j * 8 + l) * 16, _mm512_add_ps(c0, c1));
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    const float* r = rs + j * 8 * 16;
+    auto at = [&](int l) { return _mm512_load_ps(r + l * 16); };
+    const __m512 ab = _mm512_add_ps(_mm512_add_ps(at(0), at(4)), _mm512_add_ps(at(2), at(6)));
+    const __m512 cd = _mm512_add_ps(_mm512_add_ps(at(1), at(5)), _mm512_add_ps(at(3), at(7)));
+    _mm512_mask_storeu_ps(out + j * ld, m, _mm512_mul_ps(_mm512_add_ps(ab, cd), vscale));
+  }
+}
+
 // NQ queries x 16 dimensions of the accumulators in registers, keys in order.
 template <int NQ>
 void accum_block(const float* p, int64_t ld, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc,
@@ -116,15 +222,46 @@ void accum_block(const float* p, int64_t ld, const uint8_t* v, size_t row_bytes,
 
 }  // namespace
 
-void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
-                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld) {
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
+                           int64_t hd, float scale, float* scores, int64_t ld) {
+  if (hd % 64 != 0 || hd > 256) {
+    avx2::attn_scores_f16_multi(q, q_stride, nq, runs, n_runs, row_bytes, hd, scale, scores, ld);
+    return;
+  }
+  if (nq >= 8) {
+    const __m512 vscale = _mm512_set1_ps(scale);
+    auto lanes = [&](auto nc) {
+      constexpr int D = 64 * decltype(nc)::value;
+      scores_query_lanes<16, D>(
+          q, q_stride, nq, runs, n_runs, row_bytes, scores, ld,
+          [&](const float* qg, int n, float* qt) { transpose_queries(qg, q_stride, n, D, qt); },
+          [](const uint16_t* kr, float* kf) {
+            for (int d = 0; d < D; d += 16) _mm512_store_ps(kf + d, load16_f16(kr + d));
+          },
+          [&](const float* qt, const float* kf, int nk, float* out, int64_t ldo, int nv, float* rs) {
+            qlane_keys<decltype(nc)::value>(qt, kf, nk, vscale, out, ldo, static_cast<__mmask16>((1u << nv) - 1), rs);
+          });
+    };
+    switch (hd / 64) {
+      case 1: lanes(std::integral_constant<int, 1>{}); return;
+      case 2: lanes(std::integral_constant<int, 2>{}); return;
+      case 3: lanes(std::integral_constant<int, 3>{}); return;
+      default: lanes(std::integral_constant<int, 4>{}); return;
+    }
+  }
+  // Fewer queries (decode): key by key, the queries' chains over each key.
   alignas(64) __m512 part[kMaxScorePass];
-  scores_by_head_size(
-      hd, q, q_stride, nq, scores,
-      [&](auto nc, const float* qi, int ni, float* si) {
-        scores_chunks<decltype(nc)::value>(qi, q_stride, ni, k, row_bytes, n_keys, scale, si, ld, part);
-      },
-      [&] { avx2::attn_scores_f16_multi(q, q_stride, nq, k, row_bytes, n_keys, hd, scale, scores, ld); });
+  for (int r = 0; r < n_runs; ++r) {
+    const uint8_t* k = runs[r].rows;
+    const int n_keys = runs[r].n;
+    scores_by_head_size(
+        hd, q, q_stride, nq, scores,
+        [&](auto nc, const float* qi, int ni, float* si) {
+          scores_chunks<decltype(nc)::value>(qi, q_stride, ni, k, row_bytes, n_keys, scale, si, ld, part);
+        },
+        [] {});
+    scores += static_cast<int64_t>(n_keys) * ld;
+  }
 }
 
 void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,

@@ -5,7 +5,7 @@
 // AVX-512: one zmm of 8 doubles). Both exps are the same operations lane for lane (core/exp.hpp's
 // exp in double, rounded once to float), so the two files give every output the same bits.
 //
-// Expects <immintrin.h>, <limits>, <type_traits> and <vector> to be included.
+// Expects <immintrin.h>, <limits>, <type_traits> and <vector> to be included, and KvRun declared.
 
 // 2^(j/64), j = 0..63, correctly rounded doubles (generated with 60-digit decimal arithmetic).
 alignas(64) constexpr double kExp2Frac64[64] = {
@@ -83,6 +83,39 @@ void scores_by_head_size(int64_t hd, const float* q, int64_t q_stride, int nq, f
       chunks(std::integral_constant<int, 3>{}, qi, ni, scores + i0);
     } else {
       chunks(std::integral_constant<int, 4>{}, qi, ni, scores + i0);
+    }
+  }
+}
+
+// The queries-as-lanes scores driver (kernels_avx2.cpp: W = 8 queries per ymm; attn_avx512.cpp:
+// W = 16 per zmm) for keys of D = 64 NC dimensions: passes of 64 queries, each pass's groups of
+// W queries transposed once (transpose(q, n, qt): qt[d * W + i] = query i's dimension d, zeros
+// past n), then every run's keys in chunks of 32, converted once to f32 rows (convert(f16 row,
+// f32 row)) and scored for each group (keys(qt, kf, n keys, out, ld, queries to store, rs)).
+template <int W, int D, class Transpose, class Convert, class Keys>
+void scores_query_lanes(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
+                        float* scores, int64_t ld, Transpose transpose, Convert convert, Keys keys) {
+  constexpr int kPass = 64, kKeys = 32;
+  alignas(64) float qt[kPass * D];
+  alignas(64) float kf[kKeys * D];
+  alignas(64) float rs[kKeys * 8 * W];
+  for (int i0 = 0; i0 < nq; i0 += kPass) {
+    const int np = nq - i0 < kPass ? nq - i0 : kPass;
+    for (int g = 0; g * W < np; ++g) {
+      transpose(q + (i0 + g * W) * q_stride, np - g * W < W ? np - g * W : W, qt + g * D * W);
+    }
+    float* srun = scores + i0;
+    for (int r = 0; r < n_runs; ++r) {
+      for (int j0 = 0; j0 < runs[r].n; j0 += kKeys) {
+        const int nk = runs[r].n - j0 < kKeys ? runs[r].n - j0 : kKeys;
+        for (int j = 0; j < nk; ++j) {
+          convert(reinterpret_cast<const uint16_t*>(runs[r].rows + static_cast<size_t>(j0 + j) * row_bytes), kf + j * D);
+        }
+        for (int g = 0; g * W < np; ++g) {
+          keys(qt + g * D * W, kf, nk, srun + j0 * ld + g * W, ld, np - g * W < W ? np - g * W : W, rs);
+        }
+      }
+      srun += static_cast<int64_t>(runs[r].n) * ld;
     }
   }
 }

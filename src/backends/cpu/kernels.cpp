@@ -123,15 +123,20 @@ void scalar_attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, i
 }
 // Multi-query attention from the single-query helpers (ISAs without their own): a query's
 // probabilities are gathered into a contiguous run of keys, so the bits are the helpers'.
-void generic_attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
-                                   int n_keys, int64_t hd, float scale, float* scores, int64_t ld) {
+void generic_attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs,
+                                   size_t row_bytes, int64_t hd, float scale, float* scores, int64_t ld) {
   float tmp[64];
-  for (int j0 = 0; j0 < n_keys; j0 += 64) {
-    const int n = n_keys - j0 < 64 ? n_keys - j0 : 64;
-    for (int i = 0; i < nq; ++i) {
-      cpu::attn_scores_f16(q + i * q_stride, k + static_cast<size_t>(j0) * row_bytes, row_bytes, n, hd, scale, tmp);
-      for (int j = 0; j < n; ++j) scores[(j0 + j) * ld + i] = tmp[j];
+  for (int r = 0; r < n_runs; ++r) {
+    const uint8_t* k = runs[r].rows;
+    const int n_keys = runs[r].n;
+    for (int j0 = 0; j0 < n_keys; j0 += 64) {
+      const int n = n_keys - j0 < 64 ? n_keys - j0 : 64;
+      for (int i = 0; i < nq; ++i) {
+        cpu::attn_scores_f16(q + i * q_stride, k + static_cast<size_t>(j0) * row_bytes, row_bytes, n, hd, scale, tmp);
+        for (int j = 0; j < n; ++j) scores[(j0 + j) * ld + i] = tmp[j];
+      }
     }
+    scores += static_cast<int64_t>(n_keys) * ld;
   }
 }
 void generic_attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes,
@@ -228,11 +233,12 @@ struct AttnHelpers {
   void (*attn_scores_f16)(const float*, const uint8_t*, size_t, int, int64_t, float, float*);
   void (*attn_accum_f16)(const float*, const uint8_t*, size_t, int, int64_t, float*);
   void (*exp_f32_row)(const float*, float*, int64_t);
-  void (*attn_scores_f16_multi)(const float*, int64_t, int, const uint8_t*, size_t, int, int64_t, float, float*,
+  void (*attn_scores_f16_multi)(const float*, int64_t, int, const KvRun*, int, size_t, int64_t, float, float*,
                                 int64_t);
   void (*attn_accum_f16_multi)(const float*, int64_t, int, const uint8_t*, size_t, int, int64_t, float*, int64_t);
   void (*rope_rotate)(const float*, float*, const float*, const float*, int, bool);
   void (*attn_softmax_multi)(float*, int64_t, int, int32_t, int, const int32_t*, const int32_t*);
+  int unit_queries;
 };
 
 const AttnHelpers& attn_helpers() {
@@ -242,22 +248,22 @@ const AttnHelpers& attn_helpers() {
       // The exponential and the multi-query helpers in zmm; the AVX2 helpers' bits.
       return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx512::exp_f32_row,
                          &avx512::attn_scores_f16_multi, &avx512::attn_accum_f16_multi, &avx2::rope_rotate,
-                         &avx512::attn_softmax_multi};
+                         &avx512::attn_softmax_multi, 48};
     }
     if (avx2_usable()) {
       return AttnHelpers{&avx2::attn_scores_f16, &avx2::attn_accum_f16, &avx2::exp_f32_row,
                          &avx2::attn_scores_f16_multi, &avx2::attn_accum_f16_multi, &avx2::rope_rotate,
-                         &avx2::attn_softmax_multi};
+                         &avx2::attn_softmax_multi, 24};
     }
 #endif
 #if defined(GENIEX_HAVE_NEON_KERNELS)
     return AttnHelpers{&neon::attn_scores_f16, &neon::attn_accum_f16, &scalar_exp_f32_row,
                        &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate,
-                       &generic_attn_softmax_multi};
+                       &generic_attn_softmax_multi, 24};
 #endif
     return AttnHelpers{&scalar_attn_scores_f16, &scalar_attn_accum_f16, &scalar_exp_f32_row,
                        &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate,
-                       &generic_attn_softmax_multi};
+                       &generic_attn_softmax_multi, 24};
   }();
   return h;
 }
@@ -345,10 +351,11 @@ void exp_f32_row(const float* x, float* y, int64_t n) { attn_helpers().exp_f32_r
 void rope_rotate(const float* x, float* y, const float* cs, const float* sn, int half, bool interleaved) {
   attn_helpers().rope_rotate(x, y, cs, sn, half, interleaved);
 }
-void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
-                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld) {
-  attn_helpers().attn_scores_f16_multi(q, q_stride, nq, k, row_bytes, n_keys, hd, scale, scores, ld);
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
+                           int64_t hd, float scale, float* scores, int64_t ld) {
+  attn_helpers().attn_scores_f16_multi(q, q_stride, nq, runs, n_runs, row_bytes, hd, scale, scores, ld);
 }
+int attn_unit_queries() { return attn_helpers().unit_queries; }
 void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
                           int64_t hd, float* acc, int64_t acc_stride) {
   attn_helpers().attn_accum_f16_multi(p, ld, nq, v, row_bytes, n_keys, hd, acc, acc_stride);

@@ -51,11 +51,16 @@ void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_k
                      float* scores);
 void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc);
 // The same for nq queries sharing the key/value rows (the heads of a GQA group, several
-// tokens), each key row read once for all of them. Query i is q + i * q_stride; its score for
-// key j goes to scores[j * ld + i], with attn_scores_f16's bits; acc + i * acc_stride +=
-// p[j * ld + i] * v_j for j = 0, 1, ..., with attn_accum_f16's bits.
-void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
-                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld);
+// tokens), each key row read once for all of them. Query i is q + i * q_stride. The keys come as
+// runs of consecutive rows (the blocks of a paged cache), key j counting through the runs in
+// order; query i's score for key j goes to scores[j * ld + i], with attn_scores_f16's bits.
+// acc + i * acc_stride += p[j * ld + i] * v_j for j = 0, 1, ..., with attn_accum_f16's bits.
+struct KvRun {
+  const uint8_t* rows;  // the run's first row; the others follow row_bytes apart
+  int n;
+};
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
+                           int64_t hd, float scale, float* scores, int64_t ld);
 void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
                           int64_t hd, float* acc, int64_t acc_stride);
 // The softmax of a unit of queries, in place over their scores: s[(j - jlo) * ld + i] is query
@@ -67,6 +72,9 @@ void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, 
 // The same bits on every ISA.
 void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
                         const int32_t* n_kv);
+// Queries per prefill attention unit that suit these kernels: 48 where the scores run 16 queries
+// per zmm (AVX-512), else 24.
+int attn_unit_queries();
 // RoPE: turns `half` pairs of x into y by angles with cosines cs[i] and sines sn[i]:
 // y0 = fma(x0, c, -(x1 s)), y1 = fma(x0, s, x1 c), the pair (x[2i], x[2i+1]) when interleaved
 // (llama's "normal" mode), else (x[i], x[i + half]) (NeoX); the same bits on every ISA.

@@ -877,12 +877,11 @@ void attn_scores_chunks(const float* q, int64_t q_stride, int nq, const uint8_t*
     }
   }
 }
-}  // namespace
 
-void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
-                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld) {
-  // dot_f32_f16's order: s0 over the even 16-element steps, s1 over the odd ones, then
-  // hsum8(s0 + s1) * scale; eight queries' sums reduced together (hsum8x8).
+// The keys of one run, key by key: dot_f32_f16's order, s0 over the even 16-element steps, s1
+// over the odd ones, then hsum8(s0 + s1) * scale; eight queries' sums reduced together (hsum8x8).
+void scores_run(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd,
+                float scale, float* scores, int64_t ld) {
   alignas(32) __m256 part[2 * kMaxScorePass];
   scores_by_head_size(
       hd, q, q_stride, nq, scores,
@@ -896,6 +895,107 @@ void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8
           for (int i = 0; i < nq; ++i) scores[j * ld + i] = dot_f32_f16(q + i * q_stride, kr, hd) * scale;
         }
       });
+}
+
+// Queries as lanes (8 or more queries): 8 queries per ymm, so each fma serves 8 scores and no
+// horizontal sums are needed. A score's arithmetic is still scores_run's: lane l of s0 (l < 8,
+// dimensions l, l + 16, ...) and lane l of s1 (dimensions l + 8, l + 24, ...) are here chains of
+// their own, c_l and c_(l+8), over ymm of 8 queries' dimension d against key dimension d
+// broadcast; then r_l = c_l + c_(l+8) (s0 + s1), ((r0 + r4) + (r2 + r6)) + ((r1 + r5) + (r3 + r7))
+// (hsum8x8's order) and the scale, each an IEEE operation on the same operands.
+
+// 8 x 8 floats transposed in registers: r[i] lane c becomes r[c] lane i.
+inline void transpose8(__m256* r) {
+  __m256 t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m256 u[8];
+  for (int i = 0; i < 2; ++i) {  // u[4i + c], 128-bit lane L: column 4L + c of rows 4i..4i+3
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+// qt[d * 8 + i] = q[i][d] for the (at most 8) queries of a group, zeros past nq.
+inline void transpose_queries8(const float* q, int64_t q_stride, int nq, int64_t hd, float* qt) {
+  for (int64_t d0 = 0; d0 < hd; d0 += 8) {
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < nq ? _mm256_loadu_ps(q + i * q_stride + d0) : _mm256_setzero_ps();
+    transpose8(r);
+    for (int c = 0; c < 8; ++c) _mm256_store_ps(qt + (d0 + c) * 8, r[c]);
+  }
+}
+
+// The scores of n keys (f32 rows kf, D = 64 NC apart) for one group's 8 queries (qt), the first
+// nv of them stored at out + key * ld: every r_l of every key into rs, then the tree per key.
+template <int NC>
+void qlane_keys8(const float* qt, const float* kf, int n, __m256 vscale, float* out, int64_t ld, int nv, float* rs) {
+  constexpr int D = 64 * NC, S = 4 * NC;
+  for (int l = 0; l < 8; ++l) {
+    for (int j = 0; j < n; ++j) {
+      const float* kj = kf + j * D + l;
+      __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps();
+#pragma GCC unroll 16
+      for (int s = 0; s < S; ++s) {
+        c0 = _mm256_fmadd_ps(_mm256_load_ps(qt + (l + 16 * s) * 8), _mm256_broadcast_ss(kj + 16 * s), c0);
+        c1 = _mm256_fmadd_ps(_mm256_load_ps(qt + (l + 8 + 16 * s) * 8), _mm256_broadcast_ss(kj + 8 + 16 * s), c1);
+      }
+      _mm256_store_ps(rs + (j * 8 + l) * 8, _mm256_add_ps(c0, c1));
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    const float* r = rs + j * 8 * 8;
+    auto at = [&](int l) { return _mm256_load_ps(r + l * 8); };
+    const __m256 ab = _mm256_add_ps(_mm256_add_ps(at(0), at(4)), _mm256_add_ps(at(2), at(6)));
+    const __m256 cd = _mm256_add_ps(_mm256_add_ps(at(1), at(5)), _mm256_add_ps(at(3), at(7)));
+    const __m256 v = _mm256_mul_ps(_mm256_add_ps(ab, cd), vscale);
+    if (nv == 8) {
+      _mm256_storeu_ps(out + j * ld, v);
+    } else {
+      alignas(32) float t[8];
+      _mm256_store_ps(t, v);
+      for (int i = 0; i < nv; ++i) out[j * ld + i] = t[i];
+    }
+  }
+}
+
+}  // namespace
+
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
+                           int64_t hd, float scale, float* scores, int64_t ld) {
+  if (nq >= 8 && hd % 64 == 0 && hd <= 256) {
+    const __m256 vscale = _mm256_set1_ps(scale);
+    auto lanes = [&](auto nc) {
+      constexpr int D = 64 * decltype(nc)::value;
+      scores_query_lanes<8, D>(
+          q, q_stride, nq, runs, n_runs, row_bytes, scores, ld,
+          [&](const float* qg, int n, float* qt) { transpose_queries8(qg, q_stride, n, D, qt); },
+          [](const uint16_t* kr, float* kf) {
+            for (int d = 0; d < D; d += 8) _mm256_store_ps(kf + d, LoadF16::load8(kr + d));
+          },
+          [&](const float* qt, const float* kf, int nk, float* out, int64_t ldo, int nv, float* rs) {
+            qlane_keys8<decltype(nc)::value>(qt, kf, nk, vscale, out, ldo, nv, rs);
+          });
+    };
+    switch (hd / 64) {
+      case 1: lanes(std::integral_constant<int, 1>{}); return;
+      case 2: lanes(std::integral_constant<int, 2>{}); return;
+      case 3: lanes(std::integral_constant<int, 3>{}); return;
+      default: lanes(std::integral_constant<int, 4>{}); return;
+    }
+  }
+  for (int r = 0; r < n_runs; ++r) {
+    scores_run(q, q_stride, nq, runs[r].rows, row_bytes, runs[r].n, hd, scale, scores, ld);
+    scores += static_cast<int64_t>(runs[r].n) * ld;
+  }
 }
 
 namespace {

@@ -37,8 +37,8 @@ void axpy_f16(float alpha, const uint16_t* x, float* y, int64_t n);
 void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_keys, int64_t hd, float scale,
                      float* scores);
 void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc);
-void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
-                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld);
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
+                           int64_t hd, float scale, float* scores, int64_t ld);
 void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
                           int64_t hd, float* acc, int64_t acc_stride);
 void exp_f32_row(const float* x, float* y, int64_t n);
@@ -63,8 +63,8 @@ const PackedKernels* packed_kernels(DType t);
 const PackedKernels* packed_kernels_k(DType t);
 // exp_f32_row and attn_softmax_multi with the exponential on 8 doubles per zmm, and the
 // multi-query scores and accumulation in zmm (attn_avx512.cpp): the AVX2 functions' bits.
-void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes,
-                           int n_keys, int64_t hd, float scale, float* scores, int64_t ld);
+void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
+                           int64_t hd, float scale, float* scores, int64_t ld);
 void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, size_t row_bytes, int n_keys,
                           int64_t hd, float* acc, int64_t acc_stride);
 void exp_f32_row(const float* x, float* y, int64_t n);

@@ -21,9 +21,6 @@ namespace geniex::backends::cpu_ops {
 
 namespace {
 
-// Queries per unit: tokens x heads of a group near this many (scores of a key row for all of
-// them fit a few cache lines; the accumulators of 6 queries fill the AVX2 registers).
-constexpr int kQueriesPerUnit = 24;
 
 struct Scratch {
   std::vector<float> q;       // [query][head_dim], rounded to f16
@@ -32,6 +29,7 @@ struct Scratch {
   std::vector<int32_t> kv0, n_kv;
   std::vector<uint16_t> p16;
   std::vector<int64_t> tiles;  // first token of each tile, then n_tok
+  std::vector<cpu::KvRun> runs;  // a unit's key rows, one run per cache block
 };
 
 // f32 cache: one (token, head) query at a time, dots and axpys per key.
@@ -125,7 +123,9 @@ void attention(const OpArgs& a) {
   thread_local Scratch sc;
   // Tiles: runs of up to tile_tokens consecutive tokens of one sequence (every thread builds the
   // same list).
-  const int tile_tokens = std::max(1, kQueriesPerUnit / group);
+  // Queries per unit: tokens x heads of a group near what the kernels prefer
+  // (cpu::attn_unit_queries: 48 where the scores take 16 queries per vector, else 24).
+  const int tile_tokens = std::max(1, cpu::attn_unit_queries() / group);
   sc.tiles.clear();
   for (int64_t t = 0; t < n_tok;) {
     sc.tiles.push_back(t);
@@ -199,11 +199,11 @@ void attention(const OpArgs& a) {
     auto active = [&](int i, int32_t j) { return j >= sc.kv0[static_cast<size_t>(i)] && j < sc.n_kv[static_cast<size_t>(i)]; };
 
     // Scores of every query for every key of the union (those outside a query's range are
-    // computed and never read).
-    for_each_run(jlo, jhi, [&](int32_t j, int32_t n, const uint8_t* kr, const uint8_t*) {
-      cpu::attn_scores_f16_multi(sc.q.data(), hd, nq, kr, row_bytes, n, hd, p.scale,
-                                 sc.s.data() + static_cast<size_t>(j - jlo) * ld, static_cast<int64_t>(ld));
-    });
+    // computed and never read), in one call over the runs.
+    sc.runs.clear();
+    for_each_run(jlo, jhi, [&](int32_t, int32_t n, const uint8_t* kr, const uint8_t*) { sc.runs.push_back({kr, n}); });
+    cpu::attn_scores_f16_multi(sc.q.data(), hd, nq, sc.runs.data(), static_cast<int>(sc.runs.size()), row_bytes, hd,
+                               p.scale, sc.s.data(), static_cast<int64_t>(ld));
     // Softmax per query over its own keys (max, exp, sum in double in key order), probabilities
     // rounded to f16 as llama.cpp does with an f16 cache.
     cpu::attn_softmax_multi(sc.s.data(), static_cast<int64_t>(ld), nq, jlo, n_keys, sc.kv0.data(), sc.n_kv.data());
