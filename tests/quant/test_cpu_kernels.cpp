@@ -425,6 +425,28 @@ TEST(CpuHelpers, AttentionHelpersBitIdenticalToPerKeyCalls) {
   }
 }
 
+// exp_f32_row against exp in double rounded to float on every float bit pattern (NaN: NaN), 2^20
+// at a time. About a minute on one core, so not in the suite; run it after changing an exp:
+//   test_quant --gtest_also_run_disabled_tests --gtest_filter='*EveryFloat*'
+TEST(CpuHelpers, DISABLED_ExpRowMatchesDoubleExpOnEveryFloat) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  std::vector<float> x(kChunk), y(kChunk);
+  uint64_t bad = 0;
+  for (uint64_t b0 = 0; b0 < (uint64_t{1} << 32); b0 += kChunk) {
+    for (uint64_t i = 0; i < kChunk; ++i) {
+      const auto u = static_cast<uint32_t>(b0 + i);
+      std::memcpy(&x[i], &u, 4);
+    }
+    cpu::exp_f32_row(x.data(), y.data(), static_cast<int64_t>(kChunk));
+    for (uint64_t i = 0; i < kChunk; ++i) {
+      const float want = static_cast<float>(std::exp(static_cast<double>(x[i])));
+      const bool ok = std::isnan(x[i]) ? std::isnan(y[i]) : std::memcmp(&want, &y[i], 4) == 0;
+      if (!ok && ++bad <= 5) ADD_FAILURE() << "exp(" << x[i] << ") = " << want << " vs " << y[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
 // exp_f32_row against exp in double rounded to float on a dense sweep of the whole range where
 // the result is neither 0 nor inf (every 1021st float bit pattern of both signs, ~2.3M inputs,
 // through the 8-wide, 4-wide and scalar paths), in place and out of place.

@@ -151,23 +151,43 @@ void softmax_group8(Exp8 exp8, float* s, int64_t ld, int32_t jlo, int n_keys, co
     const __m256i jv = _mm256_set1_epi32(j);
     return _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpgt_epi32(lo, jv), _mm256_cmpgt_epi32(hi, jv)));
   };
+  // Keys [c0, c1) are every lane's (no masks there).
+  int c0 = 0, c1 = n_keys;
+  for (int i = 0; i < 8; ++i) {
+    c0 = kv0[i] - jlo > c0 ? kv0[i] - jlo : c0;
+    c1 = n_kv[i] - jlo < c1 ? n_kv[i] - jlo : c1;
+  }
+  if (c1 < c0) c1 = c0;
   __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (int j = 0; j < n_keys; ++j) {
     const __m256 r = _mm256_loadu_ps(s + j * ld);
-    m = _mm256_blendv_ps(m, _mm256_max_ps(r, m), has(jlo + j));  // r > m ? r : m
+    const __m256 mx = _mm256_max_ps(r, m);  // r > m ? r : m
+    m = j >= c0 && j < c1 ? mx : _mm256_blendv_ps(m, mx, has(jlo + j));
   }
   __m256d sum0 = _mm256_setzero_pd(), sum1 = _mm256_setzero_pd();
-  for (int j = 0; j < n_keys; ++j) {
-    float* row = s + j * ld;
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row), m));
-    _mm256_storeu_ps(row, e);
-    const __m256 em = _mm256_and_ps(e, has(jlo + j));
+  auto add = [&](__m256 em) {
     sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(em)));
     sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(em, 1)));
+  };
+  auto key = [&](int j, __m256 e) {
+    _mm256_storeu_ps(s + j * ld, e);
+    add(j >= c0 && j < c1 ? e : _mm256_and_ps(e, has(jlo + j)));
+  };
+  int j = 0;
+  for (; j + 4 <= n_keys; j += 4) {  // four independent exponentials side by side, summed in key order
+    const __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j * ld), m));
+    const __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + (j + 1) * ld), m));
+    const __m256 e2 = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + (j + 2) * ld), m));
+    const __m256 e3 = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + (j + 3) * ld), m));
+    key(j, e0);
+    key(j + 1, e1);
+    key(j + 2, e2);
+    key(j + 3, e3);
   }
+  for (; j < n_keys; ++j) key(j, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j * ld), m)));
   const __m256d one = _mm256_set1_pd(1.0);
   const __m256 inv = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, sum1)), _mm256_cvtpd_ps(_mm256_div_pd(one, sum0)));
-  for (int j = 0; j < n_keys; ++j) {
+  for (j = 0; j < n_keys; ++j) {
     float* row = s + j * ld;
     _mm256_storeu_ps(row, prob_f16(_mm256_loadu_ps(row), inv));
   }
