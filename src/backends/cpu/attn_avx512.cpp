@@ -239,6 +239,62 @@ void accum_block(const float* p, int64_t ld, const uint8_t* v, size_t row_bytes,
   }
 }
 
+// softmax_group8 (attn_x86.hpp) for 16 queries per zmm: the same operations per query in the
+// same order (the max, the exponential of each half, the sums in double of each half in key
+// order, 1 / sum, prob_f16's zeroing of exponentials at or below 2^-25, the product and the f16
+// rounding), with the lanes' key ranges as mask registers.
+inline __m512 join8(__m256 a, __m256 b) {  // a in lanes 0-7, b in 8-15 (AVX-512 F)
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(a)), _mm256_castps_pd(b), 1));
+}
+void softmax_group16(float* s, int64_t ld, int32_t jlo, int n_keys, const int32_t* kv0, const int32_t* n_kv) {
+  const __m512i lo = _mm512_loadu_si512(kv0);
+  const __m512i hi = _mm512_loadu_si512(n_kv);
+  auto has = [&](int32_t j) {  // lanes whose query has key j
+    const __m512i jv = _mm512_set1_epi32(j);
+    return static_cast<__mmask16>(_mm512_cmple_epi32_mask(lo, jv) & _mm512_cmpgt_epi32_mask(hi, jv));
+  };
+  int c0 = 0, c1 = n_keys;  // keys [c0, c1) are every lane's
+  for (int i = 0; i < 16; ++i) {
+    c0 = kv0[i] - jlo > c0 ? kv0[i] - jlo : c0;
+    c1 = n_kv[i] - jlo < c1 ? n_kv[i] - jlo : c1;
+  }
+  if (c1 < c0) c1 = c0;
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int j = 0; j < n_keys; ++j) {
+    const __m512 mx = _mm512_max_ps(_mm512_loadu_ps(s + j * ld), m);  // r > m ? r : m
+    m = j >= c0 && j < c1 ? mx : _mm512_mask_mov_ps(m, has(jlo + j), mx);
+  }
+  __m512d sum0 = _mm512_setzero_pd(), sum1 = _mm512_setzero_pd();
+  auto key = [&](int j, __m512 e) {
+    _mm512_storeu_ps(s + j * ld, e);
+    const __m512 em = j >= c0 && j < c1 ? e : _mm512_maskz_mov_ps(has(jlo + j), e);
+    sum0 = _mm512_add_pd(sum0, _mm512_cvtps_pd(_mm512_castps512_ps256(em)));
+    sum1 = _mm512_add_pd(sum1, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(em), 1))));
+  };
+  auto exp16 = [&](int j) {
+    const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(s + j * ld), m);
+    const __m256 e0 = exp8_f32_via_f64(_mm512_castps512_ps256(x));
+    const __m256 e1 = exp8_f32_via_f64(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+    return join8(e0, e1);
+  };
+  int j = 0;
+  for (; j + 2 <= n_keys; j += 2) {  // two keys' exponentials side by side, summed in key order
+    const __m512 e0 = exp16(j), e1 = exp16(j + 1);
+    key(j, e0);
+    key(j + 1, e1);
+  }
+  if (j < n_keys) key(j, exp16(j));
+  const __m512d one = _mm512_set1_pd(1.0);
+  const __m512 inv = join8(_mm512_cvtpd_ps(_mm512_div_pd(one, sum0)), _mm512_cvtpd_ps(_mm512_div_pd(one, sum1)));
+  const __m512i tiny = _mm512_set1_epi32(0x33000000);  // 2^-25; unsigned, so NaN of either sign is kept
+  for (j = 0; j < n_keys; ++j) {
+    float* row = s + j * ld;
+    const __m512 e = _mm512_loadu_ps(row);
+    const __m512 p = _mm512_maskz_mul_ps(_mm512_cmpgt_epu32_mask(_mm512_castps_si512(e), tiny), e, inv);
+    _mm512_storeu_ps(row, _mm512_cvtph_ps(_mm512_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT)));
+  }
+}
+
 }  // namespace
 
 void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
@@ -345,7 +401,9 @@ void exp_f32_row(const float* x, float* y, int64_t n) {
 
 void attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n_keys, const int32_t* kv0,
                         const int32_t* n_kv) {
-  softmax_multi(&exp8_f32_via_f64, s, ld, nq, jlo, n_keys, kv0, n_kv);
+  int i0 = 0;
+  for (; i0 + 16 <= nq; i0 += 16) softmax_group16(s + i0, ld, jlo, n_keys, kv0 + i0, n_kv + i0);
+  softmax_multi(&exp8_f32_via_f64, s + i0, ld, nq - i0, jlo, n_keys, kv0 + i0, n_kv + i0);
 }
 
 }  // namespace geniex::cpu::avx512
