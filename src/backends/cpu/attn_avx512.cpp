@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/exp_table.hpp"
 #include "backends/cpu/kernels_internal.hpp"
 
 namespace geniex::cpu::avx512 {

@@ -194,9 +194,10 @@ void generic_attn_softmax_multi(float* s, int64_t ld, int nq, int32_t jlo, int n
       }
     }
   }
-  for (int32_t j = 0; j < n_keys; ++j) {
+  for (int32_t j = 0; j < n_keys; ++j) {  // through the table's exp_f32_row (vector on NEON)
     float* row = s + static_cast<int64_t>(j) * ld;
-    for (int i = 0; i < nq; ++i) row[i] = exp_f32(row[i] - mq[i]);
+    for (int i = 0; i < nq; ++i) row[i] -= mq[i];
+    cpu::exp_f32_row(row, row, nq);
   }
   for (int32_t j = jlo; j < jhi; ++j) {
     const float* row = s + static_cast<int64_t>(j - jlo) * ld;
@@ -257,7 +258,7 @@ const AttnHelpers& attn_helpers() {
     }
 #endif
 #if defined(GENIEX_HAVE_NEON_KERNELS)
-    return AttnHelpers{&neon::attn_scores_f16, &neon::attn_accum_f16, &scalar_exp_f32_row,
+    return AttnHelpers{&neon::attn_scores_f16, &neon::attn_accum_f16, &neon::exp_f32_row,
                        &generic_attn_scores_f16_multi, &generic_attn_accum_f16_multi, &scalar_rope_rotate,
                        &generic_attn_softmax_multi, 24};
 #endif

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backends/cpu/exp_table.hpp"
 #include "backends/cpu/kernels_internal.hpp"
 #include "quant/quant.hpp"
 

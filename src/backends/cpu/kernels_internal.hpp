@@ -114,6 +114,8 @@ void attn_scores_f16(const float* q, const uint8_t* k, size_t row_bytes, int n_k
                      float scale, float* scores);
 void attn_accum_f16(const float* p, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd,
                     float* acc);
+// exp_f32 (core/exp.hpp) on two double lanes per vector, the AVX-512 exp's steps.
+void exp_f32_row(const float* x, float* y, int64_t n);
 }  // namespace neon
 namespace neon_dotprod {
 const TypeKernels* kernels(DType t);
