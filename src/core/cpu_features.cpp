@@ -91,6 +91,9 @@ CpuFeatures detect() {
     if (disabled(list, "dotprod")) f.arm_dotprod = false;
     if (disabled(list, "i8mm")) f.arm_i8mm = false;
   }
+  // Every x86 CPU with AVX-512, AVX-VNNI or AMX has AVX2, FMA and F16C, and their kernels use
+  // them: a mask without those (GENIEX_CPU_DISABLE=avx2) leaves none of the tiers above on.
+  if (!(f.avx2 && f.fma && f.f16c)) f.avx512f = f.avx512bw = f.avx512vnni = f.avxvnni = false;
   if (!f.avx512f || !f.avx512bw) f.amx_int8 = false;  // the AMX kernels' float work is AVX-512
 #if defined(__x86_64__) && defined(__linux__)
   if (f.amx_int8) f.amx_int8 = request_amx_permission();

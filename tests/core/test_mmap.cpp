@@ -181,6 +181,18 @@ TEST(MappedFile, FromBytesCopies) {
   EXPECT_EQ(empty->size(), 0u);
 }
 
+// The tiers above AVX2 use AVX2, FMA and F16C, so a mask that takes those away
+// (GENIEX_CPU_DISABLE=avx2, run by ctest as test_core_masked_avx2) takes the tiers too.
+TEST(CpuFeatures, UpperTiersImplyAvx2) {
+  const CpuFeatures& f = cpu_features();
+  if (f.avx512f || f.avx512bw || f.avx512vnni || f.avxvnni || f.amx_int8) {
+    EXPECT_TRUE(f.avx2 && f.fma && f.f16c) << f.to_string();
+  }
+  if (f.amx_int8) {
+    EXPECT_TRUE(f.avx512f && f.avx512bw) << f.to_string();
+  }
+}
+
 TEST(CpuFeatures, AgreeWithCompilerDetection) {
   const CpuFeatures& f = cpu_features();
   EXPECT_EQ(&f, &cpu_features());  // detected once
