@@ -4,6 +4,9 @@
 
 For every model file: pp<P> (prompt processing: P random token ids evaluated in one batch) and
 tg<N> (N single-token decode steps), each the median of R repetitions on a fresh KV state.
+With -d D both run after D random tokens already in the KV cache (evaluated before the clock
+starts, again for each repetition): the tests are then named "pp<P> @ d<D>" and "tg<N> @ d<D>", as
+llama-bench names them, and the decode roof (weights only) is not printed for them.
 
   GenieX:    `<geniex> bench -m FILE -p P -n N -r R -t T --json`, which prints one JSON object per
              line with keys test ("pp512"/"tg128"), tokens_per_second (median), model, threads,
@@ -26,6 +29,7 @@ Examples:
   scripts/bench_vs_llamacpp.py                           # default model (fetch_model.sh)
   scripts/bench_vs_llamacpp.py --make-random -r 3
   scripts/bench_vs_llamacpp.py a.gguf -r 3 --rounds 3
+  scripts/bench_vs_llamacpp.py a.gguf -p 512 -n 64 -d 4096   # after 4096 tokens of context
   scripts/bench_vs_llamacpp.py a.gguf b.gguf --json-out bench.jsonl --skip-geniex
 """
 import argparse
@@ -77,8 +81,8 @@ def run_geniex(binary, model, args):
     if not os.access(binary, os.X_OK):
         log(f"bench: GenieX binary {binary} not found or not executable; GenieX column left empty")
         return {}
-    cmd = [str(binary), "bench", "-m", str(model), "-p", str(args.p), "-n", str(args.n), "-r", str(args.r),
-           "-t", str(args.threads), "--json"]
+    cmd = [str(binary), "bench", "-m", str(model), "-p", str(args.p), "-n", str(args.n), "-d", str(args.d),
+           "-r", str(args.r), "-t", str(args.threads), "--json"]
     log("bench: " + " ".join(cmd))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -154,7 +158,7 @@ def _llamacpp_measure(model, args):
         return {}, {}
     rss_after_imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-    n_ctx = max(1024, args.p + args.n)
+    n_ctx = max(1024, args.d + max(args.p, args.n))
     llm = Llama(model_path=str(model), n_ctx=n_ctx, n_batch=512, n_ubatch=512, n_threads=args.threads,
                 n_threads_batch=args.threads, n_gpu_layers=0, logits_all=False, flash_attn=args.flash_attn,
                 verbose=False)
@@ -163,9 +167,16 @@ def _llamacpp_measure(model, args):
     n_vocab = llm.n_vocab()
     rng = np.random.default_rng(1234)
 
+    prefix = rng.integers(0, n_vocab, size=args.d).tolist()
+
     def clear_kv():
+        # An empty cache, then the -d prefix (not timed); returns the next position.
         llama_cpp.llama_memory_clear(mem, True)
         llm.reset()
+        for i in range(0, len(prefix), 512):
+            decode_batch(prefix[i:i + 512], i)
+        llama_cpp.llama_synchronize(ctx)
+        return len(prefix)
 
     def decode_batch(tokens, pos0):
         # Direct llama_decode of one batch (last token's logits only), as llama-bench does.
@@ -186,10 +197,10 @@ def _llamacpp_measure(model, args):
             llama_cpp.llama_batch_free(batch)
 
     def pp_once(tokens):
-        clear_kv()
+        pos0 = clear_kv()
         t0 = time.perf_counter()
         for i in range(0, len(tokens), 512):  # n_batch 512: one batch for pp512
-            decode_batch(tokens[i:i + 512], i)
+            decode_batch(tokens[i:i + 512], pos0 + i)
         llama_cpp.llama_synchronize(ctx)
         return len(tokens) / (time.perf_counter() - t0)
 
@@ -201,11 +212,11 @@ def _llamacpp_measure(model, args):
     one.logits[0] = True
 
     def tg_once(tokens):
-        clear_kv()
+        pos0 = clear_kv()
         t0 = time.perf_counter()
         for i, t in enumerate(tokens):
             one.token[0] = int(t)
-            one.pos[0] = i
+            one.pos[0] = pos0 + i
             rc = llama_cpp.llama_decode(ctx, one)
             if rc != 0:
                 raise RuntimeError(f"llama_decode returned {rc}")
@@ -218,13 +229,13 @@ def _llamacpp_measure(model, args):
         if args.p > 0:
             pp_once(rng.integers(0, n_vocab, size=min(args.p, 512)).tolist())  # warm-up
             runs = [pp_once(rng.integers(0, n_vocab, size=args.p).tolist()) for _ in range(args.r)]
-            results[f"pp{args.p}"] = statistics.median(runs)
-            log(f"bench: llama.cpp pp{args.p}: " + ", ".join(f"{x:.1f}" for x in runs) + " t/s")
+            results[test_name("pp", args.p, args.d)] = statistics.median(runs)
+            log(f"bench: llama.cpp {test_name('pp', args.p, args.d)}: " + ", ".join(f"{x:.1f}" for x in runs) + " t/s")
         if args.n > 0:
             tg_once(rng.integers(0, n_vocab, size=4).tolist())  # warm-up
             runs = [tg_once(rng.integers(0, n_vocab, size=args.n).tolist()) for _ in range(args.r)]
-            results[f"tg{args.n}"] = statistics.median(runs)
-            log(f"bench: llama.cpp tg{args.n}: " + ", ".join(f"{x:.1f}" for x in runs) + " t/s")
+            results[test_name("tg", args.n, args.d)] = statistics.median(runs)
+            log(f"bench: llama.cpp {test_name('tg', args.n, args.d)}: " + ", ".join(f"{x:.1f}" for x in runs) + " t/s")
     finally:
         llama_cpp.llama_batch_free(one)
         if hasattr(llm, "close"):
@@ -237,6 +248,11 @@ def _llamacpp_measure(model, args):
 
 # ---------------------------------------------------------------------------------------------
 
+def test_name(kind, n, depth):
+    """The test's name as `geniex bench` (and llama-bench) print it: pp512, tg128 @ d4096."""
+    return f"{kind}{n}" + (f" @ d{depth}" if depth > 0 else "")
+
+
 def fmt(x):
     return "n/a" if x is None else f"{x:.1f}"
 
@@ -247,6 +263,8 @@ def main():
     ap.add_argument("--geniex", default=str(REPO / "build" / "tools" / "geniex"), help="path of the geniex binary")
     ap.add_argument("-p", type=int, default=512, help="prompt tokens for pp (default 512)")
     ap.add_argument("-n", type=int, default=128, help="generated tokens for tg (default 128)")
+    ap.add_argument("-d", type=int, default=0,
+                    help="context depth: tokens already in the KV cache before each test (default 0)")
     ap.add_argument("-r", type=int, default=3, help="repetitions; the median is reported (default 3)")
     ap.add_argument("-t", "--threads", type=int, default=2, help="threads for both (default 2)")
     ap.add_argument("--rounds", type=int, default=1,
@@ -260,6 +278,8 @@ def main():
     ap.add_argument("--skip-geniex", action="store_true")
     ap.add_argument("--skip-llamacpp", action="store_true")
     args = ap.parse_args()
+    if args.d < 0 or args.p < 0 or args.n < 0:
+        sys.exit("bench: -p, -n and -d take counts >= 0")
 
     models = [Path(m) for m in args.models]
     if args.make_random:
@@ -289,7 +309,7 @@ def main():
             if info_k:
                 peak = max(info.get("llamacpp_peak_rss_bytes", 0), info_k.get("llamacpp_peak_rss_bytes", 0))
                 info = {**info_k, "llamacpp_peak_rss_bytes": peak}
-        for test in [f"pp{args.p}", f"tg{args.n}"]:
+        for test in [test_name("pp", args.p, args.d), test_name("tg", args.n, args.d)]:
             gs = [r[test]["tokens_per_second"] for r in gx_rounds if test in r]
             cs = [r[test] for r in lc_rounds if test in r]
             g = statistics.median(gs) if gs else None

@@ -168,6 +168,18 @@ assert [r["test"] for r in rows] == ["pp32", "tg4"], rows
 for r in rows:
     assert r["tokens_per_second"] > 0 and len(r["samples_tps"]) == 2 and r["peak_rss_bytes"] > 0, r
 PY
+    # -d: the same tests after a context already in the KV cache, named as llama-bench names them.
+    "$bin" bench -m "$MODEL" -p 8 -n 4 -d 0,40 -r 1 --json >"$tmp/bench_depth" || fail "geniex bench -d"
+    python3 - "$tmp/bench_depth" <<'PY' || fail "geniex bench -d --json: unexpected output"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+assert [r["test"] for r in rows] == ["pp8", "tg4", "pp8 @ d40", "tg4 @ d40"], rows
+assert [r["n_depth"] for r in rows] == [0, 0, 40, 40] and all(r["n_ctx"] >= 48 for r in rows), rows
+assert "roof_tokens_per_second" in rows[1] and "roof_tokens_per_second" not in rows[3], rows
+PY
+    rc=0
+    "$bin" bench -m "$MODEL" -p 8 -n 4 -d 40 -c 16 -r 1 >/dev/null 2>"$tmp/err" || rc=$?
+    [ "$rc" -eq 1 ] && grep -q 'largest test with its depth' "$tmp/err" || fail "geniex bench -d 40 -c 16: exit $rc, $(cat "$tmp/err")"
     "$bin" bench -m "$MODEL" -p 32 -n 4 -r 1 >"$tmp/bench.md" || fail "geniex bench (table)"
     grep -qE '\| +pp32 \|' "$tmp/bench.md" || fail "geniex bench: no markdown table"
   fi

@@ -2,6 +2,9 @@
 // llama-bench, so the two can be compared on the same GGUF.
 //   pp{N}: one Session::eval of N random token ids on an empty session.
 //   tg{N}: N single-token evals on an empty session.
+//   with -d D (llama-bench's depth): the same after D random tokens already in the KV cache
+//   (evaluated before the clock starts, again for each run), named "pp{N} @ d{D}" and
+//   "tg{N} @ d{D}": how prefill and decode hold up over a long context.
 // Each test runs once to warm up, then -r times; the table reports the median tokens/s and
 // the standard deviation; --json prints one JSON object per test and line. After the table,
 // the scheduler's cost per step: planning a shape once (cold) and finding the plan in the
@@ -21,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -40,6 +44,7 @@ struct BenchOptions {
   ModelOptions model;
   std::string n_prompt = "512";
   std::string n_gen = "128";
+  std::string n_depth = "0";
   std::string threads = "0";
   int32_t repetitions = 3;
   int64_t seed = 42;
@@ -50,6 +55,7 @@ struct TestResult {
   std::string name;
   int32_t n_prompt = 0;
   int32_t n_gen = 0;
+  int32_t n_depth = 0;
   std::vector<double> samples_tps;
   double median = 0;
   double stddev = 0;
@@ -176,9 +182,15 @@ double read_bandwidth_isolated(int32_t n_threads) {
   return bw;
 }
 
-// One timed run: seconds spent evaluating (the reset before is not timed).
-Result<double> run_once(Session& session, const std::vector<int32_t>& tokens, bool prompt) {
+// One timed run: seconds spent evaluating `tokens` (the reset and the context prefix before them
+// are not timed).
+Result<double> run_once(Session& session, const std::vector<int32_t>& prefix, const std::vector<int32_t>& tokens,
+                        bool prompt) {
   session.reset();
+  if (!prefix.empty()) {
+    Result<std::span<const float>> logits = session.eval(prefix);
+    if (!logits) return logits.take_error();
+  }
   const auto t0 = Clock::now();
   if (prompt) {
     Result<std::span<const float>> logits = session.eval(tokens);
@@ -193,19 +205,25 @@ Result<double> run_once(Session& session, const std::vector<int32_t>& tokens, bo
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-Result<TestResult> run_test(Session& session, int32_t n_vocab, int32_t n, bool prompt, const BenchOptions& opts) {
+Result<TestResult> run_test(Session& session, int32_t n_vocab, int32_t n, int32_t depth, bool prompt,
+                            const BenchOptions& opts) {
   TestResult r;
   r.name = fmt::format("{}{}", prompt ? "pp" : "tg", n);
+  if (depth > 0) r.name += fmt::format(" @ d{}", depth);
   (prompt ? r.n_prompt : r.n_gen) = n;
+  r.n_depth = depth;
   std::mt19937_64 rng(static_cast<uint64_t>(opts.seed) + static_cast<uint64_t>(n) * 2 + (prompt ? 1 : 0));
   std::uniform_int_distribution<int32_t> dist(0, n_vocab - 1);
   std::vector<int32_t> tokens(static_cast<size_t>(n));
   for (int32_t& t : tokens) t = dist(rng);
+  std::mt19937_64 prefix_rng(static_cast<uint64_t>(opts.seed) ^ (static_cast<uint64_t>(depth) << 32));
+  std::vector<int32_t> prefix(static_cast<size_t>(depth));
+  for (int32_t& t : prefix) t = dist(prefix_rng);
 
-  Result<double> warmup = run_once(session, tokens, prompt);
+  Result<double> warmup = run_once(session, prefix, tokens, prompt);
   if (!warmup) return warmup.take_error();
   for (int32_t rep = 0; rep < opts.repetitions; ++rep) {
-    Result<double> seconds = run_once(session, tokens, prompt);
+    Result<double> seconds = run_once(session, prefix, tokens, prompt);
     if (!seconds) return seconds.take_error();
     r.samples_tps.push_back(*seconds > 0 ? n / *seconds : 0.0);
   }
@@ -221,20 +239,27 @@ int run(const BenchOptions& opts) {
   if (!gens) return report_error(gens.error());
   Result<std::vector<int32_t>> threads = parse_int_list(opts.threads, "-t/--threads", 0);
   if (!threads) return report_error(threads.error());
+  Result<std::vector<int32_t>> depths = parse_int_list(opts.n_depth, "-d/--n-depth", 0);
+  if (!depths) return report_error(depths.error());
 
-  int32_t needed_ctx = 1;
-  for (int32_t n : *prompts) needed_ctx = std::max(needed_ctx, n);
-  for (int32_t n : *gens) needed_ctx = std::max(needed_ctx, n);
+  int32_t longest_test = 1;
+  for (int32_t n : *prompts) longest_test = std::max(longest_test, n);
+  for (int32_t n : *gens) longest_test = std::max(longest_test, n);
+  const int32_t deepest = *std::max_element(depths->begin(), depths->end());
+  if (deepest > std::numeric_limits<int32_t>::max() - longest_test) {
+    return report_error(make_error(ErrorCode::InvalidArgument, "-d/--n-depth plus the longest test overflows"));
+  }
+  const int32_t needed_ctx = deepest + longest_test;
   if (opts.model.ctx_size > 0 && opts.model.ctx_size < needed_ctx) {
     return report_error(make_error(ErrorCode::InvalidArgument,
-                                   fmt::format("-c {} is smaller than the largest test ({} tokens)",
+                                   fmt::format("-c {} is smaller than the largest test with its depth ({} tokens)",
                                                opts.model.ctx_size, needed_ctx)));
   }
 
   if (!opts.json) {
-    fmt::print("| {:<32} | {:>10} | {:>10} | {:<8} | {:>7} | {:>8} | {:>20} |\n", "model", "size", "params",
+    fmt::print("| {:<32} | {:>10} | {:>10} | {:<8} | {:>7} | {:>14} | {:>20} |\n", "model", "size", "params",
                "backend", "threads", "test", "t/s");
-    fmt::print("| {:-<32} | {:->10} | {:->10} | {:-<8} | {:->7} | {:->8} | {:->20} |\n", "", "", "", "", "", "", "");
+    fmt::print("| {:-<32} | {:->10} | {:->10} | {:-<8} | {:->7} | {:->14} | {:->20} |\n", "", "", "", "", "", "", "");
     std::fflush(stdout);
   }
 
@@ -291,63 +316,67 @@ int run(const BenchOptions& opts) {
     }
     const nlohmann::json decode_planning_ms = decode_plan ? nlohmann::json(decode_plan->planning_ms) : nlohmann::json();
 
-    for (const bool prompt : {true, false}) {
-      for (const int32_t n : prompt ? *prompts : *gens) {
-        if (n == 0) continue;
-        fmt::print(stderr, "geniex bench: {}{} with {} threads...\n", prompt ? "pp" : "tg", n, info.n_threads);
-        Result<TestResult> r = run_test(*session, info.n_vocab, n, prompt, opts);
-        if (!r) return report_error(r.error());
-        // The step this plan serves: the whole prompt for pp, one token for tg.
-        const std::optional<PlanSummary> plan = prompt ? plan_of(std::min(n, 512)) : decode_plan;
-        const double step_ms = r->median > 0 ? (prompt ? n : 1) * 1e3 / r->median : 0.0;
-        if (plan && step_ms > 0) {
-          planning_lines.push_back(fmt::format(
-              "{:<6} {:>3} threads: step {:9.3f} ms | cold: graph {:.3f} ms + plan {:.3f} ms ({:.2f}% of a step, once "
-              "per shape) | every step: cached plan {:.5f} ms ({:.4f}% of a step)",
-              r->name, info.n_threads, step_ms, plan->graph_build_ms, plan->planning_ms,
-              100.0 * (plan->graph_build_ms + plan->planning_ms) / step_ms, plan->lookup_ms,
-              100.0 * plan->lookup_ms / step_ms));
-        }
-        if (opts.json) {
-          nlohmann::json j;
-          j["test"] = r->name;
-          j["tokens_per_second"] = r->median;
-          j["stddev_tps"] = r->stddev;
-          j["model"] = basename_of(info.path);
-          j["model_bytes"] = info.file_bytes;
-          j["n_params"] = info.n_params;
-          j["threads"] = info.n_threads;
-          j["n_prompt"] = r->n_prompt;
-          j["n_gen"] = r->n_gen;
-          j["n_ctx"] = info.n_ctx;
-          j["repetitions"] = opts.repetitions;
-          j["samples_tps"] = r->samples_tps;
-          j["peak_rss_bytes"] = peak_rss_bytes();
-          j["planning_ms"] = plan ? nlohmann::json(plan->planning_ms) : nlohmann::json();
-          j["planning_ms_decode"] = decode_planning_ms;
-          j["plan_lookup_ms"] = plan ? nlohmann::json(plan->lookup_ms) : nlohmann::json();
-          j["graph_build_ms"] = plan ? nlohmann::json(plan->graph_build_ms) : nlohmann::json();
-          j["step_ms"] = step_ms;
-          if (!prompt && roof_tps > 0) {
-            j["read_bandwidth_bytes_per_s"] = bandwidth;
-            j["bytes_per_token"] = bytes_per_token;
-            j["roof_tokens_per_second"] = roof_tps;
-            j["fraction_of_roof"] = r->median / roof_tps;
+    for (const int32_t depth : *depths) {
+      for (const bool prompt : {true, false}) {
+        for (const int32_t n : prompt ? *prompts : *gens) {
+          if (n == 0) continue;
+          fmt::print(stderr, "geniex bench: {}{}{} with {} threads...\n", prompt ? "pp" : "tg", n,
+                     depth > 0 ? fmt::format(" @ d{}", depth) : std::string(), info.n_threads);
+          Result<TestResult> r = run_test(*session, info.n_vocab, n, depth, prompt, opts);
+          if (!r) return report_error(r.error());
+          // The step this plan serves: the whole prompt for pp, one token for tg.
+          const std::optional<PlanSummary> plan = prompt ? plan_of(std::min(n, 512)) : decode_plan;
+          const double step_ms = r->median > 0 ? (prompt ? n : 1) * 1e3 / r->median : 0.0;
+          if (plan && step_ms > 0) {
+            planning_lines.push_back(fmt::format(
+                "{:<13} {:>3} threads: step {:9.3f} ms | cold: graph {:.3f} ms + plan {:.3f} ms ({:.2f}% of a step, once "
+                "per shape) | every step: cached plan {:.5f} ms ({:.4f}% of a step)",
+                r->name, info.n_threads, step_ms, plan->graph_build_ms, plan->planning_ms,
+                100.0 * (plan->graph_build_ms + plan->planning_ms) / step_ms, plan->lookup_ms,
+                100.0 * plan->lookup_ms / step_ms));
           }
-          j["device"] = info.device;
-          j["backends"] = info.backends;
-          j["load_ms"] = info.load_ms;
-          fmt::print("{}\n", j.dump());
-        } else {
-          fmt::print("| {:<32} | {:>10} | {:>10} | {:<8} | {:>7} | {:>8} | {:>20} |\n", basename_of(info.path),
-                     format_bytes(static_cast<double>(info.file_bytes)), format_count(static_cast<double>(info.n_params)),
-                     backends, info.n_threads, r->name, fmt::format("{:.2f} ± {:.2f}", r->median, r->stddev));
+          if (opts.json) {
+            nlohmann::json j;
+            j["test"] = r->name;
+            j["tokens_per_second"] = r->median;
+            j["stddev_tps"] = r->stddev;
+            j["model"] = basename_of(info.path);
+            j["model_bytes"] = info.file_bytes;
+            j["n_params"] = info.n_params;
+            j["threads"] = info.n_threads;
+            j["n_prompt"] = r->n_prompt;
+            j["n_gen"] = r->n_gen;
+            j["n_depth"] = r->n_depth;
+            j["n_ctx"] = info.n_ctx;
+            j["repetitions"] = opts.repetitions;
+            j["samples_tps"] = r->samples_tps;
+            j["peak_rss_bytes"] = peak_rss_bytes();
+            j["planning_ms"] = plan ? nlohmann::json(plan->planning_ms) : nlohmann::json();
+            j["planning_ms_decode"] = decode_planning_ms;
+            j["plan_lookup_ms"] = plan ? nlohmann::json(plan->lookup_ms) : nlohmann::json();
+            j["graph_build_ms"] = plan ? nlohmann::json(plan->graph_build_ms) : nlohmann::json();
+            j["step_ms"] = step_ms;
+            if (!prompt && roof_tps > 0 && depth == 0) {
+              j["read_bandwidth_bytes_per_s"] = bandwidth;
+              j["bytes_per_token"] = bytes_per_token;
+              j["roof_tokens_per_second"] = roof_tps;
+              j["fraction_of_roof"] = r->median / roof_tps;
+            }
+            j["device"] = info.device;
+            j["backends"] = info.backends;
+            j["load_ms"] = info.load_ms;
+            fmt::print("{}\n", j.dump());
+          } else {
+            fmt::print("| {:<32} | {:>10} | {:>10} | {:<8} | {:>7} | {:>14} | {:>20} |\n", basename_of(info.path),
+                       format_bytes(static_cast<double>(info.file_bytes)), format_count(static_cast<double>(info.n_params)),
+                       backends, info.n_threads, r->name, fmt::format("{:.2f} ± {:.2f}", r->median, r->stddev));
+          }
+          if (!prompt && roof_tps > 0 && depth == 0) {
+            roof_lines.push_back(fmt::format("  {} {} threads: {:.2f} tok/s = {:.0f}% of the roof", r->name,
+                                             info.n_threads, r->median, 100.0 * r->median / roof_tps));
+          }
+          std::fflush(stdout);
         }
-        if (!prompt && roof_tps > 0) {
-          roof_lines.push_back(fmt::format("  {} {} threads: {:.2f} tok/s = {:.0f}% of the roof", r->name,
-                                           info.n_threads, r->median, 100.0 * r->median / roof_tps));
-        }
-        std::fflush(stdout);
       }
     }
   }
@@ -371,10 +400,14 @@ int run(const BenchOptions& opts) {
 Command make_bench_command(CLI::App& root) {
   auto opts = std::make_shared<BenchOptions>();
   CLI::App* app = root.add_subcommand("bench", "measure prompt (pp) and generation (tg) tokens/s, like llama-bench");
-  app->footer("Example: geniex bench -p 128,512 -n 128 -r 5 -t 1,2 --json\n");
+  app->footer("Example: geniex bench -p 128,512 -n 128 -r 5 -t 1,2 --json\n"
+              "         geniex bench -p 512 -n 128 -d 0,4096   (also after 4096 tokens of context)\n");
   app->add_option("-m,--model", opts->model.path, "GGUF model file")->capture_default_str();
   app->add_option("-p,--n-prompt", opts->n_prompt, "prompt lengths (comma list; 0 skips)")->capture_default_str();
   app->add_option("-n,--n-gen", opts->n_gen, "generation lengths (comma list; 0 skips)")->capture_default_str();
+  app->add_option("-d,--n-depth", opts->n_depth,
+                  "context depths (comma list): each test runs after this many tokens already in the KV cache")
+      ->capture_default_str();
   app->add_option("-t,--threads", opts->threads, "thread counts (comma list; 0: every CPU this process may use)")
       ->capture_default_str();
   app->add_option("-r,--repetitions", opts->repetitions, "measured runs per test")

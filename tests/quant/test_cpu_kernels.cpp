@@ -486,7 +486,8 @@ TEST(CpuHelpers, MultiQueryAttentionBitIdenticalToSingleQuery) {
       const size_t row_bytes = static_cast<size_t>(hd) * 2 * 3 + 10;
       std::vector<uint8_t> k, v;
       random_kv_rows(rng, n_keys, hd, row_bytes, &k, &v);
-      const int64_t q_stride = hd + 5, ld = nq + 2, acc_stride = hd + 3;
+      // ld 1 for one query (decode's layout: contiguous scores), else a gap between rows.
+      const int64_t q_stride = hd + 5, ld = nq == 1 ? 1 : nq + 2, acc_stride = hd + 3;
       std::vector<float> q(static_cast<size_t>(q_stride * nq));
       for (float& x : q) x = nd(rng);
       std::vector<float> p(static_cast<size_t>(ld * n_keys));
@@ -732,7 +733,7 @@ TEST(CpuHelpers, Avx512AttentionHelpersGiveTheAvx2Bits) {
       const size_t row_bytes = static_cast<size_t>(hd) * 2 * 2 + 6;
       std::vector<uint8_t> k, v;
       random_kv_rows(rng, n_keys, hd, row_bytes, &k, &v);
-      const int64_t q_stride = hd + 3, ld = nq + 1, acc_stride = hd + 5;
+      const int64_t q_stride = hd + 3, ld = nq == 1 ? 1 : nq + 1, acc_stride = hd + 5;
       std::vector<float> q(static_cast<size_t>(q_stride * nq)), p(static_cast<size_t>(ld * n_keys));
       for (float& e : q) e = nd(rng);
       for (float& e : p) e = std::fabs(nd(rng)) * 0.1f;

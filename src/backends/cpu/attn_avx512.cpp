@@ -80,46 +80,57 @@ inline __m512 load16_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
-// Scores of keys with NC full 64-dimension chunks (head size 64 * NC): one chunk of the key
-// converted into 4 zmm, every query's chain over it; the chains of all queries wait in `part`
-// between chunks (NC > 1).
+// Fewer than 8 queries (decode, a GQA group's heads): 8 keys per horizontal sum instead of 8
+// queries. hsum8x8's lane i is a function of its input i alone, so each score is still the chain
+// of the AVX2 attn_scores_chunks (dimensions in order from +0, 4 fmas per 64-dimension chunk, the
+// two halves, the tree, the scale), now with 8 keys of one query in the lanes. Each 8-key block is
+// converted once into kf for all the queries; the query stays in registers.
 template <int NC>
-void scores_chunks(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes, int n_keys,
-                   float scale, float* scores, int64_t ld, __m512* part) {
-  alignas(32) __m256 red[8];
+void scores_keys8(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes, int n_keys,
+                  float scale, float* scores, int64_t ld) {
+  constexpr int D = 64 * NC, S = 4 * NC;
+  alignas(64) float kf[8 * D];
   const __m256 vscale = _mm256_set1_ps(scale);
-  for (int j = 0; j < n_keys; ++j) {
-    const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j) * row_bytes);
-    float* srow = scores + j * ld;
-    for (int c = 0; c < NC; ++c) {
-      __m512 kv[4];
-#pragma GCC unroll 4
-      for (int s = 0; s < 4; ++s) kv[s] = load16_f16(kr + 64 * c + 16 * s);
-      for (int i0 = 0; i0 < nq; i0 += 8) {
-        const int ni = nq - i0 < 8 ? nq - i0 : 8;
-        for (int ii = 0; ii < ni; ++ii) {
-          const float* qr = q + (i0 + ii) * q_stride + 64 * c;
-          __m512 sv = c == 0 ? _mm512_setzero_ps() : part[i0 + ii];
-          sv = _mm512_fmadd_ps(_mm512_loadu_ps(qr), kv[0], sv);
-          sv = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), kv[1], sv);
-          sv = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 32), kv[2], sv);
-          sv = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 48), kv[3], sv);
-          if (c == NC - 1) {
-            red[ii] = _mm256_add_ps(_mm512_castps512_ps256(sv),
-                                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sv), 1)));
-          } else {
-            part[i0 + ii] = sv;
-          }
+  for (int j0 = 0; j0 < n_keys; j0 += 8) {
+    const int nk = n_keys - j0 < 8 ? n_keys - j0 : 8;
+    for (int kk = 0; kk < nk; ++kk) {
+      const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j0 + kk) * row_bytes);
+#pragma GCC unroll 16
+      for (int s = 0; s < S; ++s) _mm512_store_ps(kf + kk * D + 16 * s, load16_f16(kr + 16 * s));
+    }
+    for (int i = 0; i < nq; ++i) {
+      const float* qr = q + i * q_stride;
+      __m512 qv[S];
+#pragma GCC unroll 16
+      for (int s = 0; s < S; ++s) qv[s] = _mm512_loadu_ps(qr + 16 * s);
+      __m256 red[8];
+#pragma GCC unroll 8
+      for (int kk = 0; kk < 8; ++kk) {
+        __m512 sv = _mm512_setzero_ps();
+        if (kk < nk) {
+#pragma GCC unroll 16
+          for (int s = 0; s < S; ++s) sv = _mm512_fmadd_ps(qv[s], _mm512_load_ps(kf + kk * D + 16 * s), sv);
         }
-        if (c == NC - 1) store_scores8(red, ni, vscale, srow + i0);
+        red[kk] = kk < nk ? _mm256_add_ps(_mm512_castps512_ps256(sv),
+                                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(sv), 1)))
+                          : _mm256_setzero_ps();
+      }
+      const __m256 r = _mm256_mul_ps(hsum8x8(red), vscale);
+      float* out = scores + static_cast<int64_t>(j0) * ld + i;
+      if (ld == 1 && nk == 8) {
+        _mm256_storeu_ps(out, r);
+      } else {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, r);
+        for (int kk = 0; kk < nk; ++kk) out[kk * ld] = t[kk];
       }
     }
   }
 }
 
 // Queries as lanes (batches of 8 or more queries): 16 queries per zmm, so each fma serves 16
-// scores and no horizontal sums are needed. A score's arithmetic is still scores_chunks's: lane
-// l of its 16-lane chain (dimensions l, l + 16, ..., in order, from +0) is here a chain of its
+// scores and no horizontal sums are needed. A score's arithmetic is still the AVX2
+// attn_scores_chunks's: lane l of its 16-lane chain (dimensions l, l + 16, ..., in order, from +0) is here a chain of its
 // own, c_l, over zmm of 16 queries' dimension d against key dimension d broadcast; then
 // r_l = c_l + c_(l+8) (the two halves), ((r0 + r4) + (r2 + r6)) + ((r1 + r5) + (r3 + r7))
 // (hsum8x8's order) and the scale, each an IEEE operation on the same operands.
@@ -224,19 +235,32 @@ inline void qlane_keys(const float* qt, const float* kf, int n, __m512 vscale, f
 }
 
 // NQ queries x 16 dimensions of the accumulators in registers, keys in order.
-template <int NQ>
+// G zmm of dimensions per pass (G > 1 for few queries, as in decode: each element's chain is
+// one fma per key, so NQ x G independent chains hide the fma latency where NQ alone could not).
+template <int NQ, int G = 1>
 void accum_block(const float* p, int64_t ld, const uint8_t* v, size_t row_bytes, int n_keys, int64_t hd, float* acc,
                  int64_t acc_stride) {
-  for (int64_t d0 = 0; d0 < hd; d0 += 16) {
-    __m512 a[NQ];
-    for (int i = 0; i < NQ; ++i) a[i] = _mm512_loadu_ps(acc + i * acc_stride + d0);
+  for (int64_t d0 = 0; d0 < hd; d0 += 16 * G) {
+    __m512 a[NQ][G];
+    for (int i = 0; i < NQ; ++i) {
+      for (int c = 0; c < G; ++c) a[i][c] = _mm512_loadu_ps(acc + i * acc_stride + d0 + 16 * c);
+    }
     for (int j = 0; j < n_keys; ++j) {
-      const __m512 x = load16_f16(reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes) + d0);
+      const auto* vr = reinterpret_cast<const uint16_t*>(v + static_cast<size_t>(j) * row_bytes) + d0;
+      __m512 x[G];
+#pragma GCC unroll 4
+      for (int c = 0; c < G; ++c) x[c] = load16_f16(vr + 16 * c);
       const float* pj = p + j * ld;
 #pragma GCC unroll 12
-      for (int i = 0; i < NQ; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(pj[i]), x, a[i]);
+      for (int i = 0; i < NQ; ++i) {
+        const __m512 b = _mm512_set1_ps(pj[i]);
+#pragma GCC unroll 4
+        for (int c = 0; c < G; ++c) a[i][c] = _mm512_fmadd_ps(b, x[c], a[i][c]);
+      }
     }
-    for (int i = 0; i < NQ; ++i) _mm512_storeu_ps(acc + i * acc_stride + d0, a[i]);
+    for (int i = 0; i < NQ; ++i) {
+      for (int c = 0; c < G; ++c) _mm512_storeu_ps(acc + i * acc_stride + d0 + 16 * c, a[i][c]);
+    }
   }
 }
 
@@ -325,17 +349,16 @@ void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun
       default: lanes(std::integral_constant<int, 4>{}); return;
     }
   }
-  // Fewer queries (decode): key by key, the queries' chains over each key.
-  alignas(64) __m512 part[kMaxScorePass];
+  // Fewer queries (decode): 8 keys at a time, each query's chains over them.
   for (int r = 0; r < n_runs; ++r) {
     const uint8_t* k = runs[r].rows;
     const int n_keys = runs[r].n;
-    scores_by_head_size(
-        hd, q, q_stride, nq, scores,
-        [&](auto nc, const float* qi, int ni, float* si) {
-          scores_chunks<decltype(nc)::value>(qi, q_stride, ni, k, row_bytes, n_keys, scale, si, ld, part);
-        },
-        [] {});
+    switch (hd / 64) {
+      case 1: scores_keys8<1>(q, q_stride, nq, k, row_bytes, n_keys, scale, scores, ld); break;
+      case 2: scores_keys8<2>(q, q_stride, nq, k, row_bytes, n_keys, scale, scores, ld); break;
+      case 3: scores_keys8<3>(q, q_stride, nq, k, row_bytes, n_keys, scale, scores, ld); break;
+      default: scores_keys8<4>(q, q_stride, nq, k, row_bytes, n_keys, scale, scores, ld); break;
+    }
     scores += static_cast<int64_t>(n_keys) * ld;
   }
 }
@@ -350,6 +373,25 @@ void attn_accum_f16_multi(const float* p, int64_t ld, int nq, const uint8_t* v, 
     const float* pi = p + i0;
     float* ai = acc + i0 * acc_stride;
     const int n = nq - i0 < 12 ? nq - i0 : 12;
+    if (n <= 3 && hd % 64 == 0) {  // decode: 4 zmm of dimensions per pass
+      switch (n) {
+        case 1: accum_block<1, 4>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+        case 2: accum_block<2, 4>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+        default: accum_block<3, 4>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+      }
+      continue;
+    }
+    if (n <= 6 && hd % 32 == 0) {
+      switch (n) {
+        case 1: accum_block<1, 2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+        case 2: accum_block<2, 2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+        case 3: accum_block<3, 2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+        case 4: accum_block<4, 2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+        case 5: accum_block<5, 2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+        default: accum_block<6, 2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
+      }
+      continue;
+    }
     switch (n) {
       case 1: accum_block<1>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
       case 2: accum_block<2>(pi, ld, v, row_bytes, n_keys, hd, ai, acc_stride); break;
