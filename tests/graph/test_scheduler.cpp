@@ -8,6 +8,8 @@
 
 #include "../common/test_backends.hpp"
 #include "../common/tiny_model.hpp"
+#include "backends/cpu/backend/cpu_backend.hpp"
+#include "backends/cpu/backend/ops.hpp"
 #include "kv/kv_cache.hpp"
 #include "models/architecture.hpp"
 #include "sched/scheduler.hpp"
@@ -251,6 +253,38 @@ TEST(Scheduler, BarriersByDependencyGiveTheSameBitsAsEveryNode) {
     const std::vector<float> got = run_steps(*f.arch, s_dep, prompt, 8);
     ASSERT_EQ(want.size(), got.size());
     ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0) << "round " << round;
+  }
+}
+
+// One-token attention over a long context runs in three phases split across the threads
+// (op_attention.cpp); the same bits as the unit path, here taken from the first key on, with
+// 1, 3 and 4 threads, head size 16 (groups of 2) and 64 (groups of 3), and across KV blocks.
+TEST(Scheduler, SplitDecodeAttentionGivesTheUnitPathsBits) {
+  test_support::TinyLlamaConfig wide;
+  wide.n_embd = 384;
+  wide.n_head = 6;
+  wide.n_head_kv = 2;
+  for (const test_support::TinyLlamaConfig& cfg : {test_support::TinyLlamaConfig{}, wide}) {
+    Fixture f = load_tiny(cfg);
+    const std::vector<int32_t> prompt = {3, 17, 42, 5, 88, 1, 60, 9, 12};
+    for (const int threads : {1, 3, 4}) {
+      backends::CpuBackend units(threads);
+      units.set_attention_split_min_keys(1 << 30);
+      sched::Scheduler s_units({&units});
+      backends::CpuBackend split(threads);
+      split.set_attention_split_min_keys(1);
+      sched::Scheduler s_split({&split});
+      const uint64_t runs0 = backends::cpu_ops::attention_split_runs();
+      const std::vector<float> want = run_steps(*f.arch, s_units, prompt, 40);
+      const uint64_t runs1 = backends::cpu_ops::attention_split_runs();
+      const std::vector<float> got = run_steps(*f.arch, s_split, prompt, 40);
+      const uint64_t runs2 = backends::cpu_ops::attention_split_runs();
+      ASSERT_EQ(want.size(), got.size());
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+          << "n_embd " << cfg.n_embd << ", " << threads << " threads";
+      EXPECT_EQ(runs1, runs0) << "the unit path's backend ran the split path";
+      EXPECT_EQ(runs2 - runs1, 40u * static_cast<uint64_t>(cfg.n_layer)) << "every decode step's attention splits";
+    }
   }
 }
 

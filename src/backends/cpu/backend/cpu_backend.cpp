@@ -25,6 +25,11 @@ CpuBackend::CpuBackend(int n_threads, std::shared_ptr<const CpuWeightStore> weig
     : pool_(n_threads), weights_(std::move(weights)) {
   const char* b = std::getenv("GENIEX_CPU_BARRIERS");
   barrier_every_node_ = b != nullptr && std::string(b) == "all";
+  if (const char* k = std::getenv("GENIEX_ATTN_SPLIT_MIN_KEYS"); k != nullptr && *k != '\0') {
+    char* end = nullptr;
+    const long v = std::strtol(k, &end, 10);
+    if (*end == '\0' && v > 0) attn_split_min_keys_ = static_cast<int32_t>(std::min<long>(v, 1L << 30));
+  }
 }
 
 Support CpuBackend::supports(const graph::Graph& g, const graph::Node& n) const {
@@ -150,7 +155,13 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   const graph::Graph& g = *ctx.graph;
   const int nth = pool_.size();
   size_t need = 0;
-  for (int32_t id : nodes) need = std::max(need, cpu_ops::work_bytes(g, g.node(id), nth));
+  for (int32_t id : nodes) {
+    const graph::Node& n = g.node(id);
+    need = std::max(need, cpu_ops::work_bytes(g, n, nth));
+    if (n.op == graph::Op::Attention && ctx.step != nullptr) {
+      need = std::max(need, cpu_ops::attention_work_bytes(n, *ctx.step, attn_split_min_keys_, nth));
+    }
+  }
   if (work_.size() < need) work_.resize(need);
   uint8_t* work = work_.data();
   const size_t work_size = need;
@@ -189,7 +200,7 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
       }
       first = false;
       const cpu_ops::OpArgs args{g, node, ctx, pool_, work, weights_.get(), ith, nth_run, &act,
-                                 &tickets[static_cast<size_t>(id)]};
+                                 &tickets[static_cast<size_t>(id)], attn_split_min_keys_};
       switch (node.op) {
         case graph::Op::GetRows: cpu_ops::get_rows(args); break;
         case graph::Op::RmsNorm: cpu_ops::rms_norm(args); break;

@@ -32,12 +32,17 @@ class CpuBackend final : public Backend {
   // A barrier after every node, as before barriers followed memory dependencies (tests compare
   // the two; also GENIEX_CPU_BARRIERS=all).
   void set_barrier_every_node(bool on) { barrier_every_node_ = on; }
+  // One-token attention over at least this many keys runs in phases split across the threads
+  // where the KV heads are fewer than 4 per thread (op_attention.cpp; the same bits). Default
+  // 128, or GENIEX_ATTN_SPLIT_MIN_KEYS.
+  void set_attention_split_min_keys(int32_t n) { attn_split_min_keys_ = n; }
 
  private:
   ThreadPool pool_;
   std::shared_ptr<const CpuWeightStore> weights_;
   std::vector<uint8_t> work_;  // scratch for quantized activations; grows, never shrinks
   bool barrier_every_node_ = false;
+  int32_t attn_split_min_keys_ = 128;
   // Per graph node, the next piece of its rows a thread may take (matmul): reset before each
   // run, so no barrier is needed between the ops that use them.
   std::unique_ptr<cpu_ops::RowTicket[]> tickets_;

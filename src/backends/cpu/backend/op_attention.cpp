@@ -9,7 +9,15 @@
 // query's numbers keep the bits of one dot / axpy per key in key order, which the OpenCL
 // backend reproduces. Units run longest first and are handed out on demand (causal units grow
 // with position, so contiguous shares would leave one thread with most of the work).
+//
+// One token over a long context (decode) instead runs in three phases with the same arithmetic,
+// so the same bits (attention_decode_split): the scores of every KV head's queries over key
+// ranges, then each query's softmax, then the weighted sums by 32-dimension slices, the scores
+// shared in the backend's work buffer. Units of whole GQA groups would leave threads idle where
+// the KV heads are few (SmolLM2: 3), and splitting a group's heads reads every key row once per
+// part.
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <vector>
 
@@ -87,7 +95,125 @@ void attention_f32(const OpArgs& a) {
   }
 }
 
+// Keys per scores item of the split decode path, which runs for one token over at least
+// attn_split_min_keys keys (CpuBackend: 128, GENIEX_ATTN_SPLIT_MIN_KEYS) where the KV heads are
+// fewer than 4 per thread, so that the unit path would split the GQA groups' heads.
+constexpr int32_t kSplitKeys = 256;
+std::atomic<uint64_t> g_split_runs{0};
+
+// Whether a step's attention node runs attention_decode_split, and then the work bytes it needs.
+size_t split_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int nth) {
+  if (n.ne[1] != 1 || step.kv == nullptr || step.kv->config().type != DType::F16 || step.positions.empty()) return 0;
+  const graph::AttentionParams& p = n.attn;
+  // Enough KV heads for the threads (the unit path would keep groups whole): units it is.
+  if (p.n_head_kv >= 4 * nth) return 0;
+  const int32_t n_kv = step.positions[0] + 1;
+  const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
+  if (n_kv - kv0 < min_keys || p.head_dim % 16 != 0) return 0;
+  return (static_cast<size_t>(n_kv - kv0) * static_cast<size_t>(p.n_head) * sizeof(float) + 63) / 64 * 64;
+}
+
+// One token (decode), f16 cache: the phases described at the top. Scores land in the work
+// buffer as [KV head][key][head of the group], so each phase reads what it needs contiguously.
+void attention_decode_split(const OpArgs& a) {
+  const graph::AttentionParams& p = a.node.attn;
+  const StepData& step = *a.ctx.step;
+  kv::KvCache& cache = *step.kv;
+  const auto* q = static_cast<const float*>(a.src(0));
+  auto* out = static_cast<float*>(a.dst());
+  const int32_t bs = cache.config().block_size;
+  const int32_t group = p.n_head / p.n_head_kv;
+  const int64_t hd = p.head_dim;
+  const size_t row_bytes = static_cast<size_t>(p.n_head_kv) * static_cast<size_t>(hd) * 2;
+  const size_t head_off = static_cast<size_t>(hd) * 2;
+  const int32_t n_kv = step.positions[0] + 1;
+  const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
+  const int32_t n_keys = n_kv - kv0;
+  const std::span<const int32_t> table = cache.block_table(step.seq_ids[0]);
+  auto* s_all = reinterpret_cast<float*>(a.work);
+  const size_t per_head = static_cast<size_t>(n_keys) * static_cast<size_t>(group);
+  a.act->src = -1;  // the work buffer no longer holds a matmul's quantized input
+  if (a.ith == 0) g_split_runs.fetch_add(1, std::memory_order_relaxed);
+
+  // Key rows [from, to) of KV head g as runs within cache blocks.
+  thread_local std::vector<cpu::KvRun> runs;
+  auto runs_of = [&](int32_t g, int32_t from, int32_t to, bool values) {
+    runs.clear();
+    for (int32_t start = from / bs * bs; start < to; start += bs) {
+      const int32_t blk = table[static_cast<size_t>(start / bs)];
+      const int32_t j = std::max(from, start), e = std::min(to, start + bs);
+      const size_t off = static_cast<size_t>(j - start) * row_bytes + static_cast<size_t>(g) * head_off;
+      const void* base = values ? cache.v_block(p.layer, blk) : cache.k_block(p.layer, blk);
+      runs.push_back({static_cast<const uint8_t*>(base) + off, e - j});
+    }
+  };
+
+  // Phase 1: scores, items (KV head, kSplitKeys keys).
+  thread_local std::vector<float> qf;
+  thread_local std::vector<uint16_t> q16;
+  qf.resize(static_cast<size_t>(group * hd));
+  q16.resize(qf.size());
+  const int64_t chunks = (n_keys + kSplitKeys - 1) / kSplitKeys;
+  int64_t w0, w1;
+  ThreadPool::split_range(int64_t{p.n_head_kv} * chunks, a.ith, a.nth, &w0, &w1);
+  int32_t q_of = -1;  // the KV head whose queries qf holds
+  for (int64_t w = w0; w < w1; ++w) {
+    const auto g = static_cast<int32_t>(w / chunks);
+    const auto c = static_cast<int32_t>(w % chunks);
+    if (g != q_of) {
+      // The group's queries rounded to f16, as the unit path does.
+      cpu::f32_to_fp16_row(q + int64_t{g} * group * hd, q16.data(), group * hd);
+      cpu::fp16_to_f32_row(q16.data(), qf.data(), group * hd);
+      q_of = g;
+    }
+    const int32_t from = kv0 + c * kSplitKeys, to = std::min(n_kv, from + kSplitKeys);
+    runs_of(g, from, to, false);
+    cpu::attn_scores_f16_multi(qf.data(), hd, group, runs.data(), static_cast<int>(runs.size()), row_bytes, hd,
+                               p.scale, s_all + static_cast<size_t>(g) * per_head + static_cast<size_t>(from - kv0) * group,
+                               group);
+  }
+  a.pool.barrier();
+
+  // Phase 2: each query's softmax over its keys, contiguous shares of the heads.
+  thread_local std::vector<int32_t> lo, hi;
+  ThreadPool::split_range(p.n_head, a.ith, a.nth, &w0, &w1);
+  for (int64_t h = w0; h < w1;) {
+    const auto g = static_cast<int32_t>(h / group);
+    const int64_t h_end = std::min<int64_t>(w1, int64_t{g + 1} * group);
+    const int nq = static_cast<int>(h_end - h);
+    lo.assign(static_cast<size_t>(nq), kv0);
+    hi.assign(static_cast<size_t>(nq), n_kv);
+    cpu::attn_softmax_multi(s_all + static_cast<size_t>(g) * per_head + static_cast<size_t>(h - int64_t{g} * group),
+                            group, nq, kv0, n_keys, lo.data(), hi.data());
+    h = h_end;
+  }
+  a.pool.barrier();
+
+  // Phase 3: the weighted sums of V rows, items (KV head, 32-dimension slice), keys in order.
+  const int64_t slice = hd % 32 == 0 ? 32 : 16;
+  const int64_t slices = hd / slice;
+  ThreadPool::split_range(int64_t{p.n_head_kv} * slices, a.ith, a.nth, &w0, &w1);
+  for (int64_t w = w0; w < w1; ++w) {
+    const auto g = static_cast<int32_t>(w / slices);
+    const int64_t d0 = (w % slices) * slice;
+    float* acc = out + int64_t{g} * group * hd + d0;  // the group's heads are hd apart
+    for (int32_t i = 0; i < group; ++i) std::fill(acc + i * hd, acc + i * hd + slice, 0.0f);
+    runs_of(g, kv0, n_kv, true);
+    const float* sg = s_all + static_cast<size_t>(g) * per_head;
+    for (const cpu::KvRun& r : runs) {
+      cpu::attn_accum_f16_multi(sg, group, group, r.rows + d0 * 2, row_bytes, r.n, slice, acc, hd);
+      sg += static_cast<size_t>(r.n) * static_cast<size_t>(group);
+    }
+  }
+}
+
 }  // namespace
+
+uint64_t attention_split_runs() { return g_split_runs.load(std::memory_order_relaxed); }
+
+size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int nth) {
+  return split_bytes(n, step, min_keys, nth);
+}
 
 void attention(const OpArgs& a) {
   const graph::AttentionParams& p = a.node.attn;
@@ -112,6 +238,10 @@ void attention(const OpArgs& a) {
   const kv::KvConfig& cfg = cache.config();
   if (cfg.type != DType::F16) {
     attention_f32(a);
+    return;
+  }
+  if (split_bytes(a.node, step, a.attn_split_min_keys, a.nth) > 0) {
+    attention_decode_split(a);
     return;
   }
   const int32_t bs = cfg.block_size;

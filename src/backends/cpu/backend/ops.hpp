@@ -39,6 +39,7 @@ struct OpArgs {
   int nth;
   ActCache* act;  // this thread's record of the work buffer's activations
   RowTicket* rows;  // this node's row pieces (matmul), zero at the start of the run
+  int32_t attn_split_min_keys;  // attention: the split one-token path from this many keys on
 
   const void* src(int i) const { return ctx.data[static_cast<size_t>(node.src[static_cast<size_t>(i)])]; }
   const graph::Node& src_node(int i) const { return graph.node(node.src[static_cast<size_t>(i)]); }
@@ -46,6 +47,11 @@ struct OpArgs {
 };
 
 size_t work_bytes(const graph::Graph& g, const graph::Node& n, int nth);
+// Work bytes an attention node needs in this step with nth threads (its one-token split path's
+// scores, taken from min_keys keys on), else 0.
+size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int nth);
+// How many attention nodes took the split one-token path in this process (tests).
+uint64_t attention_split_runs();
 // True when matmul node n will quantize its input into the work buffer given the record
 // (false: no quantization for its type, or the record already holds that input).
 bool matmul_quantizes(const graph::Graph& g, const graph::Node& n, const ActCache& act);
