@@ -968,10 +968,71 @@ void qlane_keys8(const float* qt, const float* kf, int n, __m256 vscale, float* 
   }
 }
 
+// Fewer than 8 queries (decode, a GQA group's heads), head size 64 NC: 8 keys per horizontal
+// sum instead of 8 queries. hsum8x8's lane i depends on its input i alone, so each score keeps
+// attn_scores_chunks's chains (s0 over the even 8-element steps, s1 over the odd ones, from +0
+// in order), s0 + s1, the tree and the scale, with 8 keys of one query in the lanes. Each 8-key
+// block is converted once into kf for all the queries.
+template <int NC>
+void attn_scores_keys8(const float* q, int64_t q_stride, int nq, const uint8_t* k, size_t row_bytes, int n_keys,
+                       float scale, float* scores, int64_t ld) {
+  constexpr int D = 64 * NC, S = 8 * NC;
+  alignas(32) float kf[8 * D];
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for (int j0 = 0; j0 < n_keys; j0 += 8) {
+    const int nk = n_keys - j0 < 8 ? n_keys - j0 : 8;
+    for (int kk = 0; kk < nk; ++kk) {
+      const auto* kr = reinterpret_cast<const uint16_t*>(k + static_cast<size_t>(j0 + kk) * row_bytes);
+#pragma GCC unroll 8
+      for (int st = 0; st < S; ++st) _mm256_store_ps(kf + kk * D + 8 * st, LoadF16::load8(kr + 8 * st));
+    }
+    for (int i = 0; i < nq; ++i) {
+      const float* qr = q + i * q_stride;
+      __m256 red[8];
+#pragma GCC unroll 8
+      for (int kk = 0; kk < 8; ++kk) {
+        __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+        if (kk < nk) {
+          const float* kj = kf + kk * D;
+#pragma GCC unroll 16
+          for (int st = 0; st < S; st += 2) {
+            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * st), _mm256_load_ps(kj + 8 * st), s0);
+            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(qr + 8 * st + 8), _mm256_load_ps(kj + 8 * st + 8), s1);
+          }
+        }
+        red[kk] = kk < nk ? _mm256_add_ps(s0, s1) : _mm256_setzero_ps();
+      }
+      const __m256 r = _mm256_mul_ps(hsum8x8(red), vscale);
+      float* out = scores + static_cast<int64_t>(j0) * ld + i;
+      if (ld == 1 && nk == 8) {
+        _mm256_storeu_ps(out, r);
+      } else {
+        alignas(32) float t[8];
+        _mm256_store_ps(t, r);
+        for (int kk = 0; kk < nk; ++kk) out[kk * ld] = t[kk];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void attn_scores_f16_multi(const float* q, int64_t q_stride, int nq, const KvRun* runs, int n_runs, size_t row_bytes,
                            int64_t hd, float scale, float* scores, int64_t ld) {
+  if (nq < 8 && hd % 64 == 0 && hd <= 256) {
+    for (int r = 0; r < n_runs; ++r) {
+      const uint8_t* k = runs[r].rows;
+      const int n = runs[r].n;
+      switch (hd / 64) {
+        case 1: attn_scores_keys8<1>(q, q_stride, nq, k, row_bytes, n, scale, scores, ld); break;
+        case 2: attn_scores_keys8<2>(q, q_stride, nq, k, row_bytes, n, scale, scores, ld); break;
+        case 3: attn_scores_keys8<3>(q, q_stride, nq, k, row_bytes, n, scale, scores, ld); break;
+        default: attn_scores_keys8<4>(q, q_stride, nq, k, row_bytes, n, scale, scores, ld); break;
+      }
+      scores += static_cast<int64_t>(n) * ld;
+    }
+    return;
+  }
   if (nq >= 8 && hd % 64 == 0 && hd <= 256) {
     const __m256 vscale = _mm256_set1_ps(scale);
     auto lanes = [&](auto nc) {
