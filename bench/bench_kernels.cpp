@@ -153,6 +153,9 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
   // in it), to read against BM_read_bandwidth.
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 3});
+    b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 6});
+    b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 3});
+    b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 6});
   }
   b->ArgNames({"type", "rows", "n", "cols", "isa"});
 }

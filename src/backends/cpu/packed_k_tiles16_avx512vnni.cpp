@@ -224,9 +224,7 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
 }
 
 // Pairs of 8-row groups through the 16-row tiles, columns in L2-sized blocks as in the 8-row
-// driver; a last odd group through the layout's 8-row kernels.
-// Q6_K's one column (decode) goes to the AVX-512 16-row decode tile (packed_k_tiles_avx512.cpp,
-// the same bits), which prefetches its streams.
+// driver; a last odd group, and every one-column call, through the layout's 8-row kernels.
 using Tile16 = void (*)(int64_t, const uint8_t*, const uint8_t*, const uint8_t*, size_t, const SubSums16*, int64_t,
                         float*, int64_t);
 template <DType kType, size_t kBlock, bool kSubSums, Tile16 T4, Tile16 T3, Tile16 T2, Tile16 T1>
@@ -234,11 +232,13 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
               float* out, int64_t out_stride) {
   static const PackedKernels* base =
       cpu_features().avxvnni ? avxvnni::packed_kernels_k(kType) : avx2::packed_kernels_k(kType);
-  if constexpr (kType == DType::Q6_K) {
-    if (n_cols == 1) {
-      avx512::packed_kernels_k(kType)->gemm(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
-      return;
-    }
+  // One column (decode) through the 8-row tiles (the same bits): they read one group after the
+  // other as one stream, where the 16-row tiles read two groups side by side. From DRAM on a
+  // Zen 4 the 16-row tiles got half the bandwidth (Q4_K 10.8 against 20.6 GB/s, Q6_K, through
+  // AVX-512's 16-row decode tile, 8.4 against 20.9; bench/LOG.md, twenty-fourth session).
+  if (n_cols == 1) {
+    base->gemm(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+    return;
   }
   const int64_t nb = n / 256;
   const int64_t pairs = n_rows / 16;

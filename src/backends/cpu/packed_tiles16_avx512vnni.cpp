@@ -135,6 +135,14 @@ void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
             int64_t n_cols, float* out, int64_t out_stride) {
   using L = Layout<F>;
   constexpr int kCols = 4;
+  // One column (decode): the 8-row tile over the whole matrix (the same bits). It reads one
+  // group after the other as one stream; the 16-row tile reads two groups side by side, and from
+  // DRAM on a Zen 4 that got half the bandwidth (Q4_0, 576-element rows: 10.4 against 20.0 GB/s;
+  // the prefetch distance changed nothing; bench/LOG.md, twenty-fourth session).
+  if (n_cols == 1) {
+    gemm<F, false>(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
+    return;
+  }
   const int64_t nb = n / 32;
   const size_t group_bytes = static_cast<size_t>(nb) * L::kBlockBytes;
   thread_local std::vector<ActTerm> terms;
