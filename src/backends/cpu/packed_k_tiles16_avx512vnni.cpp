@@ -34,8 +34,6 @@ constexpr size_t kQ4KBlock = 1152;  // group block: 8 rows x one super-block
 constexpr size_t kQ5KBlock = 1408;  // Q4_Kx8 plus 8 chunks of qh
 constexpr size_t kQ6KBlock = 1680;  // d, 4 scale chunks, 32 ql chunks, 16 qh chunks
 constexpr int kColTile = 4;
-// Decode prefetch distance in bytes on each of the two streams, as the 8-row K tiles'.
-constexpr size_t kPrefetchBytes = 512;
 
 // Per activation column and super-block: bsums[2j] + bsums[2j+1] as i16, j = 0..7. This file's
 // own type, so its std::vector is an internal-linkage instantiation.
@@ -66,12 +64,6 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * kBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * kBlock;
-    if constexpr (C == 1) {
-      for (size_t o = 0; o < kBlock; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(b0 + kPrefetchBytes + o), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(b1 + kPrefetchBytes + o), _MM_HINT_T0);
-      }
-    }
     const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
     const __m512i p0 = pair_chunk(b0, b1, 32), p1 = pair_chunk(b0, b1, 64), p2 = pair_chunk(b0, b1, 96);
     const __m512i sc_lo = _mm512_and_si512(p0, m3f);

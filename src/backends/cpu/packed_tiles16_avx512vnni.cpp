@@ -55,13 +55,6 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * L::kBlockBytes;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * L::kBlockBytes;
-    if constexpr (C == 1) {
-      // Decode streams the weights (two streams here): the 8-row tile's distance on each.
-      for (size_t off = 0; off < L::kBlockBytes; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(b0 + 6 * L::kBlockBytes + off), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(b1 + 6 * L::kBlockBytes + off), _MM_HINT_T0);
-      }
-    }
     const uint8_t* ap[C];
     for (int c = 0; c < C; ++c) ap[c] = a + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
     // One dpbusd chain per column for the 4- and 5-bit formats (a block's chain starts afresh, so
