@@ -283,6 +283,99 @@ void BM_attn_accum(benchmark::State& state) {
 }
 BENCHMARK(BM_attn_accum)->Arg(3)->Arg(24)->Arg(48);
 
+// One decode token's attention over a long context, one thread, at Llama-3.2-1B's shape (8 KV
+// heads of 4 queries, head size 64, an f16 cache of 32-key blocks whose rows hold every KV
+// head). args: keys, order, layers. Order 0 runs each KV head over all keys in turn (scores,
+// softmax, weighted sum: the unit path's order, one head's two cache lines of every 1 KiB row);
+// order 1 goes block by block with every head inside, the next block asked for in L2 meanwhile,
+// the scores as [key][head] and one softmax for all 32 queries (the split path's order). Each
+// iteration reads the next of `layers` caches: 24 at 2048 keys are 96 MiB, from DRAM as in
+// decode; 1 at 256 keys stays in L2. Bytes are the K and V rows read.
+// Asks for [p, p + n) in L2. GCC deletes a loop of nothing but prefetches whose trip count it
+// knows (they count as no side effect), hence the empty asm.
+inline void prefetch_l2(const uint8_t* p, size_t n) {
+  for (size_t off = 0; off < n; off += 64) {
+    __builtin_prefetch(p + off, 0, 2);
+    asm volatile("");
+  }
+}
+void BM_attn_decode(benchmark::State& state) {
+  const int n_keys = static_cast<int>(state.range(0));
+  const bool by_block = state.range(1) != 0;
+  const int n_layers = static_cast<int>(state.range(2));
+  constexpr int kHeadsKv = 8, kGroup = 4, kHeads = kHeadsKv * kGroup, kBlock = 32;
+  constexpr int64_t hd = 64;
+  const size_t row_bytes = size_t{kHeadsKv} * hd * 2;
+  const size_t layer_bytes = static_cast<size_t>(n_keys) * row_bytes;
+  std::vector<uint8_t> k(layer_bytes * static_cast<size_t>(n_layers)), v(k.size());
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (size_t i = 0; i + 1 < k.size(); i += 2) {
+    const uint16_t a = geniex::f32_to_fp16(dist(rng)), b = geniex::f32_to_fp16(0.5f * dist(rng));
+    std::memcpy(k.data() + i, &a, 2);
+    std::memcpy(v.data() + i, &b, 2);
+  }
+  std::vector<float> q(static_cast<size_t>(kHeads * hd));
+  for (auto& x : q) x = geniex::fp16_to_f32(geniex::f32_to_fp16(dist(rng)));
+  std::vector<float> s(static_cast<size_t>(n_keys * kHeads)), out(q.size());
+  const std::vector<int32_t> lo(kHeads, 0), hi(kHeads, n_keys);
+  std::vector<geniex::cpu::KvRun> runs;
+  auto head_off = [&](int g) { return static_cast<size_t>(g * hd) * 2; };
+  auto prefetch_part = [&](const uint8_t* base, int j, int g) {  // 1/8 of block j's rows
+    if (j >= n_keys) return;
+    const size_t part = kBlock * row_bytes / kHeadsKv;
+    prefetch_l2(base + static_cast<size_t>(j) * row_bytes + part * static_cast<size_t>(g), part);
+  };
+  int layer = 0;
+  for (auto _ : state) {
+    const uint8_t* kl = k.data() + layer_bytes * static_cast<size_t>(layer);
+    const uint8_t* vl = v.data() + layer_bytes * static_cast<size_t>(layer);
+    std::fill(out.begin(), out.end(), 0.0f);
+    if (!by_block) {
+      for (int g = 0; g < kHeadsKv; ++g) {
+        runs.clear();
+        for (int j = 0; j < n_keys; j += kBlock) {
+          runs.push_back({kl + static_cast<size_t>(j) * row_bytes + head_off(g), std::min(kBlock, n_keys - j)});
+        }
+        geniex::cpu::attn_scores_f16_multi(q.data() + g * kGroup * hd, hd, kGroup, runs.data(), static_cast<int>(runs.size()),
+                                           row_bytes, hd, 0.125f, s.data(), kGroup);
+        geniex::cpu::attn_softmax_multi(s.data(), kGroup, kGroup, 0, n_keys, lo.data(), hi.data());
+        for (int j = 0; j < n_keys; j += kBlock) {
+          geniex::cpu::attn_accum_f16_multi(s.data() + j * kGroup, kGroup, kGroup, vl + static_cast<size_t>(j) * row_bytes + head_off(g),
+                                            row_bytes, std::min(kBlock, n_keys - j), hd, out.data() + g * kGroup * hd, hd);
+        }
+      }
+    } else {
+      for (int j = 0; j < n_keys; j += kBlock) {
+        for (int g = 0; g < kHeadsKv; ++g) {
+          prefetch_part(kl, j + kBlock, g);
+          const geniex::cpu::KvRun run{kl + static_cast<size_t>(j) * row_bytes + head_off(g), std::min(kBlock, n_keys - j)};
+          geniex::cpu::attn_scores_f16_multi(q.data() + g * kGroup * hd, hd, kGroup, &run, 1, row_bytes, hd, 0.125f,
+                                             s.data() + j * kHeads + g * kGroup, kHeads);
+        }
+      }
+      geniex::cpu::attn_softmax_multi(s.data(), kHeads, kHeads, 0, n_keys, lo.data(), hi.data());
+      for (int j = 0; j < n_keys; j += kBlock) {
+        for (int g = 0; g < kHeadsKv; ++g) {
+          prefetch_part(vl, j + kBlock, g);
+          geniex::cpu::attn_accum_f16_multi(s.data() + j * kHeads + g * kGroup, kHeads, kGroup,
+                                            vl + static_cast<size_t>(j) * row_bytes + head_off(g), row_bytes,
+                                            std::min(kBlock, n_keys - j), hd, out.data() + g * kGroup * hd, hd);
+        }
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+    layer = (layer + 1) % n_layers;
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(2 * layer_bytes));
+}
+BENCHMARK(BM_attn_decode)
+    ->Args({2048, 0, 24})
+    ->Args({2048, 1, 24})
+    ->Args({256, 0, 1})
+    ->Args({256, 1, 1})
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -12,10 +12,13 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/backend/ops.hpp"
 #include "formats/gguf.hpp"
 #include "geniex/geniex.hpp"
 
@@ -183,6 +186,58 @@ TEST(ArchRefs, Gemma3SlidingWindowMatchesLlamaCpp) {
       EXPECT_GT(e, 10 * kBound);
     }
   }
+}
+
+// Decode token by token past the 16-key window and across the 32-key cache blocks: the split
+// one-token attention (op_attention.cpp; forced from the first key) gives the unit path's bits
+// at every step, with 1 and 2 threads, and both stay within the bound of llama.cpp's logits.
+TEST(ArchRefs, Gemma3WindowedDecodeSplitAttentionGivesTheUnitPathsBits) {
+  const nlohmann::json fx = load_fixture("gemma3");
+  ASSERT_FALSE(fx.is_discarded());
+  const std::string path = write_model(fx);
+  const int32_t n_vocab = fx["n_vocab"];
+  constexpr int32_t kSteps = 80;
+  auto decode = [&](const char* min_keys, int threads) {
+    // The CPU backend reads the variable when the model's session builds it.
+    ::setenv("GENIEX_ATTN_SPLIT_MIN_KEYS", min_keys, 1);
+    struct Unset {
+      ~Unset() { ::unsetenv("GENIEX_ATTN_SPLIT_MIN_KEYS"); }
+    } unset;
+    auto model = ModelBuilder(path).with_threads(threads).with_context(fx["n_ctx"].get<int32_t>()).build();
+    std::vector<float> all;
+    EXPECT_TRUE(model.has_value()) << (model ? "" : model.error().to_string());
+    if (!model) return all;
+    auto session = model->new_session();
+    EXPECT_TRUE(session.has_value());
+    if (!session) return all;
+    for (int32_t i = 0; i < kSteps; ++i) {
+      const int32_t token = (i * 7 + 3) % n_vocab;  // the fixture's sequence
+      auto logits = session->eval(std::span<const int32_t>(&token, 1));
+      EXPECT_TRUE(logits.has_value());
+      if (!logits) return all;
+      all.insert(all.end(), logits->begin(), logits->end());
+    }
+    return all;
+  };
+  for (const int threads : {1, 2}) {
+    const uint64_t runs0 = backends::cpu_ops::attention_split_runs();
+    const std::vector<float> units = decode("1073741824", threads);
+    const uint64_t runs1 = backends::cpu_ops::attention_split_runs();
+    const std::vector<float> split = decode("1", threads);
+    EXPECT_EQ(runs1, runs0) << "the unit path's model ran the split path";
+    EXPECT_GE(backends::cpu_ops::attention_split_runs() - runs1, static_cast<uint64_t>(kSteps)) << "decode did not split";
+    ASSERT_EQ(units.size(), static_cast<size_t>(kSteps) * static_cast<size_t>(n_vocab));
+    ASSERT_EQ(split.size(), units.size());
+    EXPECT_EQ(std::memcmp(units.data(), split.data(), units.size() * sizeof(float)), 0) << threads << " threads";
+    for (size_t i = 0; i < fx["positions"].size(); ++i) {
+      const int pos = fx["positions"][i];
+      if (pos >= kSteps) break;
+      const std::vector<float> row(split.begin() + static_cast<ptrdiff_t>(pos) * n_vocab,
+                                   split.begin() + static_cast<ptrdiff_t>(pos + 1) * n_vocab);
+      EXPECT_LT(row_error(row, fx["logits"][i]), kBound) << "position " << pos;
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -11,11 +11,14 @@
 // with position, so contiguous shares would leave one thread with most of the work).
 //
 // One token over a long context (decode) instead runs in three phases with the same arithmetic,
-// so the same bits (attention_decode_split): the scores of every KV head's queries over key
-// ranges, then each query's softmax, then the weighted sums by 32-dimension slices, the scores
+// so the same bits (attention_decode_split): the scores of every query over shares of the cache
+// blocks, then each query's softmax, then the weighted sums by 32-dimension slices, the scores
 // shared in the backend's work buffer. Units of whole GQA groups would leave threads idle where
-// the KV heads are few (SmolLM2: 3), and splitting a group's heads reads every key row once per
-// part.
+// the KV heads are few (SmolLM2: 3), splitting a group's heads reads every key row once per
+// part, and a unit's pass reads one head's few cache lines of every row, which from DRAM ran at
+// a fifth of the bandwidth (Llama-3.2-1B at 2048 keys: bench_kernels BM_attn_decode); the
+// split path reads each block's rows once, whole, with every head inside, and runs the softmax
+// of all the heads' queries side by side in the vector lanes.
 #include <algorithm>
 #include <atomic>
 #include <limits>
@@ -95,26 +98,38 @@ void attention_f32(const OpArgs& a) {
   }
 }
 
-// Keys per scores item of the split decode path, which runs for one token over at least
-// attn_split_min_keys keys (CpuBackend: 128, GENIEX_ATTN_SPLIT_MIN_KEYS) where the KV heads are
-// fewer than 4 per thread, so that the unit path would split the GQA groups' heads.
-constexpr int32_t kSplitKeys = 256;
+// The split one-token path runs for one token over at least attn_split_min_keys keys (CpuBackend:
+// 128, GENIEX_ATTN_SPLIT_MIN_KEYS).
 std::atomic<uint64_t> g_split_runs{0};
 
 // Whether a step's attention node runs attention_decode_split, and then the work bytes it needs.
-size_t split_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int nth) {
+size_t split_bytes(const graph::Node& n, const StepData& step, int32_t min_keys) {
   if (n.ne[1] != 1 || step.kv == nullptr || step.kv->config().type != DType::F16 || step.positions.empty()) return 0;
   const graph::AttentionParams& p = n.attn;
-  // Enough KV heads for the threads (the unit path would keep groups whole): units it is.
-  if (p.n_head_kv >= 4 * nth) return 0;
   const int32_t n_kv = step.positions[0] + 1;
   const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
   if (n_kv - kv0 < min_keys || p.head_dim % 16 != 0) return 0;
   return (static_cast<size_t>(n_kv - kv0) * static_cast<size_t>(p.n_head) * sizeof(float) + 63) / 64 * 64;
 }
 
-// One token (decode), f16 cache: the phases described at the top. Scores land in the work
-// buffer as [KV head][key][head of the group], so each phase reads what it needs contiguously.
+// Asks for bytes [p, p + n) in the L2 cache ahead of their use. The rows of one KV head are a
+// few cache lines every row_bytes, a stride the hardware prefetchers follow late from DRAM; a
+// whole cache block's rows asked for while the one before it is computed arrive in time.
+// (The empty asm keeps the loop: GCC deletes a loop of nothing but prefetches where it knows
+// the trip count, as it did in bench_kernels.)
+inline void prefetch_l2(const uint8_t* p, size_t n) {
+  for (size_t off = 0; off < n; off += 64) {
+    __builtin_prefetch(p + off, 0, 2);
+    asm volatile("");
+  }
+}
+
+// One token (decode), f16 cache: the scores of every query over key ranges, then each query's
+// softmax, then the weighted sums by 32-dimension slices, the scores shared in the backend's work
+// buffer as [key][head] (so that the softmax runs all heads' queries side by side in its lanes).
+// Both passes over the keys go cache block by cache block with every KV head inside, so each
+// block's rows are read once, whole, and the next block is fetched while one is computed. The
+// same arithmetic per score, probability and sum as the unit path, so the same bits.
 void attention_decode_split(const OpArgs& a) {
   const graph::AttentionParams& p = a.node.attn;
   const StepData& step = *a.ctx.step;
@@ -124,6 +139,7 @@ void attention_decode_split(const OpArgs& a) {
   const int32_t bs = cache.config().block_size;
   const int32_t group = p.n_head / p.n_head_kv;
   const int64_t hd = p.head_dim;
+  const int64_t ld = p.n_head;
   const size_t row_bytes = static_cast<size_t>(p.n_head_kv) * static_cast<size_t>(hd) * 2;
   const size_t head_off = static_cast<size_t>(hd) * 2;
   const int32_t n_kv = step.positions[0] + 1;
@@ -131,78 +147,82 @@ void attention_decode_split(const OpArgs& a) {
   const int32_t n_keys = n_kv - kv0;
   const std::span<const int32_t> table = cache.block_table(step.seq_ids[0]);
   auto* s_all = reinterpret_cast<float*>(a.work);
-  const size_t per_head = static_cast<size_t>(n_keys) * static_cast<size_t>(group);
   a.act->src = -1;  // the work buffer no longer holds a matmul's quantized input
   if (a.ith == 0) g_split_runs.fetch_add(1, std::memory_order_relaxed);
 
-  // Key rows [from, to) of KV head g as runs within cache blocks.
-  thread_local std::vector<cpu::KvRun> runs;
-  auto runs_of = [&](int32_t g, int32_t from, int32_t to, bool values) {
-    runs.clear();
-    for (int32_t start = from / bs * bs; start < to; start += bs) {
-      const int32_t blk = table[static_cast<size_t>(start / bs)];
-      const int32_t j = std::max(from, start), e = std::min(to, start + bs);
-      const size_t off = static_cast<size_t>(j - start) * row_bytes + static_cast<size_t>(g) * head_off;
-      const void* base = values ? cache.v_block(p.layer, blk) : cache.k_block(p.layer, blk);
-      runs.push_back({static_cast<const uint8_t*>(base) + off, e - j});
-    }
+  // Cache blocks holding keys [kv0, n_kv): block b's keys [lo(b), hi(b)) and their first row.
+  const int32_t b_first = kv0 / bs, b_end = (n_kv - 1) / bs + 1;
+  auto key_lo = [&](int32_t b) { return std::max(kv0, b * bs); };
+  auto key_hi = [&](int32_t b) { return std::min(n_kv, (b + 1) * bs); };
+  auto rows = [&](int32_t b, bool values) {
+    const int32_t blk = table[static_cast<size_t>(b)];
+    const void* base = values ? cache.v_block(p.layer, blk) : cache.k_block(p.layer, blk);
+    return static_cast<const uint8_t*>(base) + static_cast<size_t>(key_lo(b) - b * bs) * row_bytes;
   };
 
-  // Phase 1: scores, items (KV head, kSplitKeys keys).
+  // Phase 1: scores, contiguous shares of the blocks, every KV head's group inside each.
   thread_local std::vector<float> qf;
   thread_local std::vector<uint16_t> q16;
-  qf.resize(static_cast<size_t>(group * hd));
-  q16.resize(qf.size());
-  const int64_t chunks = (n_keys + kSplitKeys - 1) / kSplitKeys;
   int64_t w0, w1;
-  ThreadPool::split_range(int64_t{p.n_head_kv} * chunks, a.ith, a.nth, &w0, &w1);
-  int32_t q_of = -1;  // the KV head whose queries qf holds
+  ThreadPool::split_range(b_end - b_first, a.ith, a.nth, &w0, &w1);
+  if (w1 > w0) {
+    // The queries rounded to f16, as the unit path does.
+    qf.resize(static_cast<size_t>(p.n_head * hd));
+    q16.resize(qf.size());
+    cpu::f32_to_fp16_row(q, q16.data(), p.n_head * hd);
+    cpu::fp16_to_f32_row(q16.data(), qf.data(), p.n_head * hd);
+  }
   for (int64_t w = w0; w < w1; ++w) {
-    const auto g = static_cast<int32_t>(w / chunks);
-    const auto c = static_cast<int32_t>(w % chunks);
-    if (g != q_of) {
-      // The group's queries rounded to f16, as the unit path does.
-      cpu::f32_to_fp16_row(q + int64_t{g} * group * hd, q16.data(), group * hd);
-      cpu::fp16_to_f32_row(q16.data(), qf.data(), group * hd);
-      q_of = g;
+    const auto b = static_cast<int32_t>(b_first + w);
+    const uint8_t* k = rows(b, false);
+    const int32_t j = key_lo(b), n = key_hi(b) - j;
+    const uint8_t* next = w + 1 < w1 ? rows(b + 1, false) : nullptr;
+    const size_t next_part = next != nullptr ? static_cast<size_t>(key_hi(b + 1) - key_lo(b + 1)) * row_bytes / static_cast<size_t>(p.n_head_kv) : 0;
+    for (int32_t g = 0; g < p.n_head_kv; ++g) {
+      if (next != nullptr) prefetch_l2(next + static_cast<size_t>(g) * next_part, next_part);
+      const cpu::KvRun run{k + static_cast<size_t>(g) * head_off, n};
+      cpu::attn_scores_f16_multi(qf.data() + int64_t{g} * group * hd, hd, group, &run, 1, row_bytes, hd, p.scale,
+                                 s_all + static_cast<int64_t>(j - kv0) * ld + int64_t{g} * group, ld);
     }
-    const int32_t from = kv0 + c * kSplitKeys, to = std::min(n_kv, from + kSplitKeys);
-    runs_of(g, from, to, false);
-    cpu::attn_scores_f16_multi(qf.data(), hd, group, runs.data(), static_cast<int>(runs.size()), row_bytes, hd,
-                               p.scale, s_all + static_cast<size_t>(g) * per_head + static_cast<size_t>(from - kv0) * group,
-                               group);
   }
   a.pool.barrier();
 
   // Phase 2: each query's softmax over its keys, contiguous shares of the heads.
   thread_local std::vector<int32_t> lo, hi;
   ThreadPool::split_range(p.n_head, a.ith, a.nth, &w0, &w1);
-  for (int64_t h = w0; h < w1;) {
-    const auto g = static_cast<int32_t>(h / group);
-    const int64_t h_end = std::min<int64_t>(w1, int64_t{g + 1} * group);
-    const int nq = static_cast<int>(h_end - h);
-    lo.assign(static_cast<size_t>(nq), kv0);
-    hi.assign(static_cast<size_t>(nq), n_kv);
-    cpu::attn_softmax_multi(s_all + static_cast<size_t>(g) * per_head + static_cast<size_t>(h - int64_t{g} * group),
-                            group, nq, kv0, n_keys, lo.data(), hi.data());
-    h = h_end;
+  if (w1 > w0) {
+    lo.assign(static_cast<size_t>(w1 - w0), kv0);
+    hi.assign(static_cast<size_t>(w1 - w0), n_kv);
+    cpu::attn_softmax_multi(s_all + w0, ld, static_cast<int>(w1 - w0), kv0, n_keys, lo.data(), hi.data());
   }
   a.pool.barrier();
 
-  // Phase 3: the weighted sums of V rows, items (KV head, 32-dimension slice), keys in order.
+  // Phase 3: the weighted sums of V rows, items (KV head, 32-dimension slice), contiguous shares
+  // of them; block by block, each item's keys in order.
   const int64_t slice = hd % 32 == 0 ? 32 : 16;
   const int64_t slices = hd / slice;
   ThreadPool::split_range(int64_t{p.n_head_kv} * slices, a.ith, a.nth, &w0, &w1);
+  if (w1 <= w0) return;
   for (int64_t w = w0; w < w1; ++w) {
-    const auto g = static_cast<int32_t>(w / slices);
-    const int64_t d0 = (w % slices) * slice;
-    float* acc = out + int64_t{g} * group * hd + d0;  // the group's heads are hd apart
+    const int64_t g = w / slices, d0 = (w % slices) * slice;
+    float* acc = out + g * group * hd + d0;  // the group's heads are hd apart
     for (int32_t i = 0; i < group; ++i) std::fill(acc + i * hd, acc + i * hd + slice, 0.0f);
-    runs_of(g, kv0, n_kv, true);
-    const float* sg = s_all + static_cast<size_t>(g) * per_head;
-    for (const cpu::KvRun& r : runs) {
-      cpu::attn_accum_f16_multi(sg, group, group, r.rows + d0 * 2, row_bytes, r.n, slice, acc, hd);
-      sg += static_cast<size_t>(r.n) * static_cast<size_t>(group);
+  }
+  // The bytes of a row this thread's items read: from the first item's slice to the last's.
+  const size_t span_lo = static_cast<size_t>(w0 / slices) * head_off + static_cast<size_t>(w0 % slices * slice) * 2;
+  const size_t span_hi = static_cast<size_t>((w1 - 1) / slices) * head_off + static_cast<size_t>(((w1 - 1) % slices + 1) * slice) * 2;
+  for (int32_t b = b_first; b < b_end; ++b) {
+    const uint8_t* v = rows(b, true);
+    const int32_t j = key_lo(b), n = key_hi(b) - j;
+    if (b + 1 < b_end) {
+      const uint8_t* next = rows(b + 1, true);
+      for (int32_t r = 0; r < key_hi(b + 1) - key_lo(b + 1); ++r) prefetch_l2(next + static_cast<size_t>(r) * row_bytes + span_lo, span_hi - span_lo);
+    }
+    const float* sb = s_all + static_cast<int64_t>(j - kv0) * ld;
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t g = w / slices, d0 = (w % slices) * slice;
+      cpu::attn_accum_f16_multi(sb + g * group, ld, group, v + static_cast<size_t>(g) * head_off + static_cast<size_t>(d0) * 2,
+                                row_bytes, n, slice, out + g * group * hd + d0, hd);
     }
   }
 }
@@ -211,8 +231,8 @@ void attention_decode_split(const OpArgs& a) {
 
 uint64_t attention_split_runs() { return g_split_runs.load(std::memory_order_relaxed); }
 
-size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int nth) {
-  return split_bytes(n, step, min_keys, nth);
+size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int /*nth*/) {
+  return split_bytes(n, step, min_keys);
 }
 
 void attention(const OpArgs& a) {
@@ -240,7 +260,7 @@ void attention(const OpArgs& a) {
     attention_f32(a);
     return;
   }
-  if (split_bytes(a.node, step, a.attn_split_min_keys, a.nth) > 0) {
+  if (split_bytes(a.node, step, a.attn_split_min_keys) > 0) {
     attention_decode_split(a);
     return;
   }
