@@ -102,6 +102,13 @@ void attention_f32(const OpArgs& a) {
 // 128, GENIEX_ATTN_SPLIT_MIN_KEYS).
 std::atomic<uint64_t> g_split_runs{0};
 
+// Heads per key row of the split path's scores: n_head rounded up to 8, the softmax kernels'
+// group of lanes (AVX2: 8 queries per vector, AVX-512: 16). The padding columns hold zeros and
+// go through the softmax as queries of their own that nothing reads, so that every query is in
+// a full group: a group's lanes cost no more than one query, where a query left over went alone,
+// with a serial max and sum over its keys (SmolLM2's 9 heads in shares of 5 and 4 did).
+constexpr int64_t split_ld(int32_t n_head) { return (int64_t{n_head} + 7) / 8 * 8; }
+
 // Whether a step's attention node runs attention_decode_split, and then the work bytes it needs.
 size_t split_bytes(const graph::Node& n, const StepData& step, int32_t min_keys) {
   if (n.ne[1] != 1 || step.kv == nullptr || step.kv->config().type != DType::F16 || step.positions.empty()) return 0;
@@ -109,7 +116,7 @@ size_t split_bytes(const graph::Node& n, const StepData& step, int32_t min_keys)
   const int32_t n_kv = step.positions[0] + 1;
   const int32_t kv0 = p.window > 0 ? std::max(0, n_kv - p.window) : 0;
   if (n_kv - kv0 < min_keys || p.head_dim % 16 != 0) return 0;
-  return (static_cast<size_t>(n_kv - kv0) * static_cast<size_t>(p.n_head) * sizeof(float) + 63) / 64 * 64;
+  return (static_cast<size_t>(n_kv - kv0) * static_cast<size_t>(split_ld(p.n_head)) * sizeof(float) + 63) / 64 * 64;
 }
 
 // Asks for bytes [p, p + n) in the L2 cache ahead of their use. The rows of one KV head are a
@@ -126,7 +133,8 @@ inline void prefetch_l2(const uint8_t* p, size_t n) {
 
 // One token (decode), f16 cache: the scores of every query over key ranges, then each query's
 // softmax, then the weighted sums by 32-dimension slices, the scores shared in the backend's work
-// buffer as [key][head] (so that the softmax runs all heads' queries side by side in its lanes).
+// buffer as [key][head] (split_ld columns, so that the softmax runs the heads' queries side by
+// side in its lanes).
 // Both passes over the keys go cache block by cache block with every KV head inside, so each
 // block's rows are read once, whole, and the next block is fetched while one is computed. The
 // same arithmetic per score, probability and sum as the unit path, so the same bits.
@@ -139,7 +147,7 @@ void attention_decode_split(const OpArgs& a) {
   const int32_t bs = cache.config().block_size;
   const int32_t group = p.n_head / p.n_head_kv;
   const int64_t hd = p.head_dim;
-  const int64_t ld = p.n_head;
+  const int64_t ld = split_ld(p.n_head);
   const size_t row_bytes = static_cast<size_t>(p.n_head_kv) * static_cast<size_t>(hd) * 2;
   const size_t head_off = static_cast<size_t>(hd) * 2;
   const int32_t n_kv = step.positions[0] + 1;
@@ -178,22 +186,25 @@ void attention_decode_split(const OpArgs& a) {
     const int32_t j = key_lo(b), n = key_hi(b) - j;
     const uint8_t* next = w + 1 < w1 ? rows(b + 1, false) : nullptr;
     const size_t next_part = next != nullptr ? static_cast<size_t>(key_hi(b + 1) - key_lo(b + 1)) * row_bytes / static_cast<size_t>(p.n_head_kv) : 0;
+    float* sb = s_all + static_cast<int64_t>(j - kv0) * ld;
+    for (int32_t r = 0; r < n; ++r) std::fill(sb + r * ld + p.n_head, sb + (r + 1) * ld, 0.0f);  // padding
     for (int32_t g = 0; g < p.n_head_kv; ++g) {
       if (next != nullptr) prefetch_l2(next + static_cast<size_t>(g) * next_part, next_part);
       const cpu::KvRun run{k + static_cast<size_t>(g) * head_off, n};
       cpu::attn_scores_f16_multi(qf.data() + int64_t{g} * group * hd, hd, group, &run, 1, row_bytes, hd, p.scale,
-                                 s_all + static_cast<int64_t>(j - kv0) * ld + int64_t{g} * group, ld);
+                                 sb + int64_t{g} * group, ld);
     }
   }
   a.pool.barrier();
 
-  // Phase 2: each query's softmax over its keys, contiguous shares of the heads.
+  // Phase 2: each query's softmax over its keys, contiguous shares of the groups of 8 columns.
   thread_local std::vector<int32_t> lo, hi;
-  ThreadPool::split_range(p.n_head, a.ith, a.nth, &w0, &w1);
+  ThreadPool::split_range(ld / 8, a.ith, a.nth, &w0, &w1);
   if (w1 > w0) {
-    lo.assign(static_cast<size_t>(w1 - w0), kv0);
-    hi.assign(static_cast<size_t>(w1 - w0), n_kv);
-    cpu::attn_softmax_multi(s_all + w0, ld, static_cast<int>(w1 - w0), kv0, n_keys, lo.data(), hi.data());
+    const auto nq = static_cast<size_t>(8 * (w1 - w0));
+    lo.assign(nq, kv0);
+    hi.assign(nq, n_kv);
+    cpu::attn_softmax_multi(s_all + 8 * w0, ld, static_cast<int>(nq), kv0, n_keys, lo.data(), hi.data());
   }
   a.pool.barrier();
 
