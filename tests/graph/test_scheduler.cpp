@@ -258,8 +258,8 @@ TEST(Scheduler, BarriersByDependencyGiveTheSameBitsAsEveryNode) {
 
 // One-token attention over a long context runs in three phases split across the threads
 // (op_attention.cpp); the same bits as the unit path, here taken from the first key on, with
-// 1, 3 and 4 threads, head size 16 (groups of 2) and 64 (groups of 3, and 4 KV heads in groups
-// of 2), and across KV blocks.
+// 1, 3 and 4 threads, head size 16 (groups of 2) and 64 (groups of 3, 4 KV heads in groups of 2,
+// one KV head of 8), and across KV blocks.
 TEST(Scheduler, SplitDecodeAttentionGivesTheUnitPathsBits) {
   test_support::TinyLlamaConfig wide;
   wide.n_embd = 384;
@@ -269,7 +269,11 @@ TEST(Scheduler, SplitDecodeAttentionGivesTheUnitPathsBits) {
   many_kv.n_embd = 512;
   many_kv.n_head = 8;
   many_kv.n_head_kv = 4;
-  for (const test_support::TinyLlamaConfig& cfg : {test_support::TinyLlamaConfig{}, wide, many_kv}) {
+  test_support::TinyLlamaConfig group8;  // 8 queries per KV head: the scores' query-lanes kernels
+  group8.n_embd = 512;
+  group8.n_head = 8;
+  group8.n_head_kv = 1;
+  for (const test_support::TinyLlamaConfig& cfg : {test_support::TinyLlamaConfig{}, wide, many_kv, group8}) {
     Fixture f = load_tiny(cfg);
     const std::vector<int32_t> prompt = {3, 17, 42, 5, 88, 1, 60, 9, 12};
     for (const int threads : {1, 3, 4}) {

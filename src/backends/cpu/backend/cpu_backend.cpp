@@ -159,7 +159,7 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
     const graph::Node& n = g.node(id);
     need = std::max(need, cpu_ops::work_bytes(g, n, nth));
     if (n.op == graph::Op::Attention && ctx.step != nullptr) {
-      need = std::max(need, cpu_ops::attention_work_bytes(n, *ctx.step, attn_split_min_keys_, nth));
+      need = std::max(need, cpu_ops::attention_work_bytes(n, *ctx.step, attn_split_min_keys_));
     }
   }
   if (work_.size() < need) work_.resize(need);

@@ -242,7 +242,7 @@ void attention_decode_split(const OpArgs& a) {
 
 uint64_t attention_split_runs() { return g_split_runs.load(std::memory_order_relaxed); }
 
-size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int /*nth*/) {
+size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys) {
   return split_bytes(n, step, min_keys);
 }
 

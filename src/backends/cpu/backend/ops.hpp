@@ -47,9 +47,9 @@ struct OpArgs {
 };
 
 size_t work_bytes(const graph::Graph& g, const graph::Node& n, int nth);
-// Work bytes an attention node needs in this step with nth threads (its one-token split path's
-// scores, taken from min_keys keys on), else 0.
-size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys, int nth);
+// Work bytes an attention node needs in this step (its one-token split path's scores, taken from
+// min_keys keys on), else 0.
+size_t attention_work_bytes(const graph::Node& n, const StepData& step, int32_t min_keys);
 // How many attention nodes took the split one-token path in this process (tests).
 uint64_t attention_split_runs();
 // True when matmul node n will quantize its input into the work buffer given the record
