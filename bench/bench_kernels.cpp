@@ -16,6 +16,7 @@
 #include "backends/cpu/packed.hpp"
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
+#include "core/prefetch.hpp"
 #include "quant/quant.hpp"
 
 namespace {
@@ -291,14 +292,6 @@ BENCHMARK(BM_attn_accum)->Arg(3)->Arg(24)->Arg(48);
 // the scores as [key][head] and one softmax for all 32 queries (the split path's order). Each
 // iteration reads the next of `layers` caches: 24 at 2048 keys are 96 MiB, from DRAM as in
 // decode; 1 at 256 keys stays in L2. Bytes are the K and V rows read.
-// Asks for [p, p + n) in L2. GCC deletes a loop of nothing but prefetches whose trip count it
-// knows (they count as no side effect), hence the empty asm.
-inline void prefetch_l2(const uint8_t* p, size_t n) {
-  for (size_t off = 0; off < n; off += 64) {
-    __builtin_prefetch(p + off, 0, 2);
-    asm volatile("");
-  }
-}
 void BM_attn_decode(benchmark::State& state) {
   const int n_keys = static_cast<int>(state.range(0));
   const bool by_block = state.range(1) != 0;
@@ -324,7 +317,7 @@ void BM_attn_decode(benchmark::State& state) {
   auto prefetch_part = [&](const uint8_t* base, int j, int g) {  // 1/8 of block j's rows
     if (j >= n_keys) return;
     const size_t part = kBlock * row_bytes / kHeadsKv;
-    prefetch_l2(base + static_cast<size_t>(j) * row_bytes + part * static_cast<size_t>(g), part);
+    geniex::prefetch_l2(base + static_cast<size_t>(j) * row_bytes + part * static_cast<size_t>(g), part);
   };
   int layer = 0;
   for (auto _ : state) {

@@ -26,6 +26,7 @@
 
 #include "backends/cpu/backend/ops.hpp"
 #include "backends/cpu/kernels.hpp"
+#include "core/prefetch.hpp"
 #include "kv/kv_cache.hpp"
 
 namespace geniex::backends::cpu_ops {
@@ -119,24 +120,14 @@ size_t split_bytes(const graph::Node& n, const StepData& step, int32_t min_keys)
   return (static_cast<size_t>(n_kv - kv0) * static_cast<size_t>(split_ld(p.n_head)) * sizeof(float) + 63) / 64 * 64;
 }
 
-// Asks for bytes [p, p + n) in the L2 cache ahead of their use. The rows of one KV head are a
-// few cache lines every row_bytes, a stride the hardware prefetchers follow late from DRAM; a
-// whole cache block's rows asked for while the one before it is computed arrive in time.
-// (The empty asm keeps the loop: GCC deletes a loop of nothing but prefetches where it knows
-// the trip count, as it did in bench_kernels.)
-inline void prefetch_l2(const uint8_t* p, size_t n) {
-  for (size_t off = 0; off < n; off += 64) {
-    __builtin_prefetch(p + off, 0, 2);
-    asm volatile("");
-  }
-}
-
 // One token (decode), f16 cache: the scores of every query over key ranges, then each query's
 // softmax, then the weighted sums by 32-dimension slices, the scores shared in the backend's work
 // buffer as [key][head] (split_ld columns, so that the softmax runs the heads' queries side by
 // side in its lanes).
 // Both passes over the keys go cache block by cache block with every KV head inside, so each
-// block's rows are read once, whole, and the next block is fetched while one is computed. The
+// block's rows are read once, whole, and the next block is asked for in L2 (prefetch_l2) while
+// one is computed: the rows of one KV head are a few cache lines every row_bytes, a stride the
+// hardware prefetchers follow late from DRAM. The
 // same arithmetic per score, probability and sum as the unit path, so the same bits.
 void attention_decode_split(const OpArgs& a) {
   const graph::AttentionParams& p = a.node.attn;
