@@ -7,10 +7,12 @@
 #      build's tests and greedy check under qemu-user (scripts/test_aarch64.sh)
 #   4. AddressSanitizer + UndefinedBehaviorSanitizer build (build-asan), tests not labelled slow,
 #      plus a short CLI smoke run under the sanitizers
-#   5. clang libFuzzer build (build-fuzz) of the fuzz targets, ctest -L fuzz (skipped without clang)
+#   5. ThreadSanitizer build (build-tsan) of the threaded tests: core, graph, kv, and the runtime
+#      and OpenCL tests that run sessions, queues and cancellation on several threads
+#   6. clang libFuzzer build (build-fuzz) of the fuzz targets, ctest -L fuzz (skipped without clang)
 # Fails (non-zero exit) on the first failing step. Budget: ~60 min on 2 cores.
 # Environment: GENIEX_JOBS (build/test parallelism, default 2), GENIEX_SKIP_ASAN=1,
-# GENIEX_SKIP_FUZZ=1 (local shortcuts; CI runs everything).
+# GENIEX_SKIP_TSAN=1, GENIEX_SKIP_FUZZ=1 (local shortcuts; CI runs everything).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -248,6 +250,27 @@ else
 
   step "asan: CLI smoke checks"
   cli_smoke build-asan
+fi
+
+if [ "${GENIEX_SKIP_TSAN:-0}" = "1" ]; then
+  step "tsan: skipped (GENIEX_SKIP_TSAN=1)"
+else
+  # ThreadSanitizer over the code that runs threads: the pool, the scheduler's per-backend
+  # queues (mixed plans, row splits), the paged KV cache, sessions on several threads and
+  # cancellation. A data race is reported whether or not it happened to corrupt anything, which
+  # a timing-dependent ASan failure only sometimes shows.
+  step "tsan: configure + build the threaded tests (build-tsan, RelWithDebInfo, ThreadSanitizer)"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENIEX_TSAN=ON \
+    -DGENIEX_BUILD_BENCH=OFF -DGENIEX_BUILD_TESTS=ON -DGENIEX_FUZZ=OFF
+  tsan_targets=(test_core test_graph test_kv test_runtime)
+  if cmake --build build-tsan --target help | grep -qw test_opencl; then tsan_targets+=(test_opencl); fi
+  cmake --build build-tsan -j "$JOBS" --target "${tsan_targets[@]}"
+
+  step "tsan: ctest (core, graph, kv; the threaded runtime and OpenCL tests)"
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}"
+  ctest --test-dir build-tsan --output-on-failure --no-tests=error -j "$JOBS" -L '^(core|graph|kv)$' -LE slow
+  ctest --test-dir build-tsan --output-on-failure --no-tests=error -j "$JOBS" -LE slow \
+    -R '^(Api\.(SessionsOnSeveralThreadsMatchSequential|CallbackCanCancel|BadInputDoesNotCrash)|OpenClBackend\..*|OpenClRowSplit\.TraceOfSmolLM2HasBothQueues)$'
 fi
 
 if [ "${GENIEX_SKIP_FUZZ:-0}" = "1" ]; then

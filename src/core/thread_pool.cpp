@@ -2,6 +2,8 @@
 // issue runs back to back), then sleep on a condition variable so an idle process costs nothing.
 #include "core/thread_pool.hpp"
 
+#include <system_error>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define GX_CPU_RELAX() _mm_pause()
@@ -20,7 +22,13 @@ constexpr int kBarrierSpins = 1 << 11;
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  try {
+    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  } catch (const std::system_error&) {
+    // The system has no thread left to give: run with the workers that started. No run has
+    // begun, and a worker reads the size only in a run, after the release that starts it.
+    n_threads_ = static_cast<int>(workers_.size()) + 1;
+  }
 }
 
 ThreadPool::~ThreadPool() {

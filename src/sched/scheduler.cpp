@@ -46,19 +46,28 @@ bool is_compute(const Node& n) { return n.op != Op::Weight && n.op != Op::Input;
 // starts when every split in its waits has finished; a failed split makes every later one
 // skip (so nothing waits forever), and execute() returns the first failure.
 struct Scheduler::Queues {
-  explicit Queues(Scheduler& s) : sched(s) {
-    for (size_t b = 0; b < s.backends_.size(); ++b) {
-      tasks.emplace_back();
-      threads.emplace_back([this, b] { loop(b); });
+  // Every queue exists before the first thread starts: a worker reads `tasks` under the mutex,
+  // and growing the vector while one ran would move the deque it is reading (a use after free
+  // ASan caught on a two-backend plan).
+  explicit Queues(Scheduler& s) : sched(s), tasks(s.backends_.size()) {
+    threads.reserve(tasks.size());
+    try {
+      for (size_t b = 0; b < tasks.size(); ++b) threads.emplace_back([this, b] { loop(b); });
+    } catch (...) {  // a thread that could not start: stop and join the ones that did
+      shutdown();
+      throw;
     }
   }
-  ~Queues() {
+  ~Queues() { shutdown(); }
+
+  void shutdown() {
     {
       std::lock_guard<std::mutex> lock(mutex);
       stop = true;
     }
     cv.notify_all();
     for (std::thread& t : threads) t.join();
+    threads.clear();
   }
 
   Status run(const Plan& p) {

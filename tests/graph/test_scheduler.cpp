@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "../common/test_backends.hpp"
 #include "../common/tiny_model.hpp"
@@ -327,6 +330,32 @@ TEST(Scheduler, MixedPlanMatchesCpuOnly) {
   for (size_t i = 0; i < ref.size(); ++i) max_diff = std::max(max_diff, std::fabs(ref[i] - got[i]));
   // Same kernels on the same rows: identical results.
   EXPECT_EQ(max_diff, 0.0f);
+}
+
+// The queued run starts one worker per backend when a scheduler first runs a plan with
+// concurrent splits. Eight backends, most of them idle, and a fresh scheduler each time: every
+// start races its workers against the queues' construction (the case ASan caught once, a
+// worker reading a queue the constructor was still moving). Each run also gives CPU's bits.
+TEST(Scheduler, QueuedRunsStartCleanlyWithManyBackends) {
+  Fixture f = load_tiny();
+  const std::vector<int32_t> prompt = {3, 17, 42, 5};
+  backends::CpuBackend cpu_ref(1);
+  sched::Scheduler only_cpu({&cpu_ref});
+  const std::vector<float> ref = run_steps(*f.arch, only_cpu, prompt, 1);
+  for (int round = 0; round < 12; ++round) {
+    test_support::MatMulOnlyBackend partial({DType::Q8_0, DType::F32});
+    std::vector<std::unique_ptr<test_support::MatMulOnlyBackend>> idle;
+    std::vector<backends::Backend*> list = {&partial};
+    for (int i = 0; i < 6; ++i) {
+      idle.push_back(std::make_unique<test_support::MatMulOnlyBackend>(std::set<DType>{}, "idle-" + std::to_string(i)));
+      list.push_back(idle.back().get());
+    }
+    backends::CpuBackend cpu(1);
+    list.push_back(&cpu);
+    sched::Scheduler mixed(list);
+    EXPECT_EQ(run_steps(*f.arch, mixed, prompt, 1), ref) << "round " << round;
+    EXPECT_GT(partial.nodes_run, 0);
+  }
 }
 
 TEST(Scheduler, ThreadCountDoesNotChangeResults) {

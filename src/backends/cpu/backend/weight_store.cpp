@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -133,13 +134,19 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
     const int64_t groups = w->ne[1] / 8;
     const size_t group_bytes = static_cast<size_t>(row_bytes(w->type, w->ne[0])) * 8;
     const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n_threads, groups / 64 + 1)));
+    const auto repack_share = [&](int t) {
+      const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
+      job.k->repack(w->data + static_cast<size_t>(g0) * group_bytes, dst + static_cast<size_t>(g0) * group_bytes,
+                    w->ne[0], (g1 - g0) * 8);
+    };
     std::vector<std::thread> pool;
-    for (int t = 0; t < nt; ++t) {
-      pool.emplace_back([&, t] {
-        const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
-        job.k->repack(w->data + static_cast<size_t>(g0) * group_bytes, dst + static_cast<size_t>(g0) * group_bytes,
-                      w->ne[0], (g1 - g0) * 8);
-      });
+    pool.reserve(static_cast<size_t>(nt));
+    int started = 0;
+    try {
+      for (; started < nt; ++started) pool.emplace_back(repack_share, started);
+    } catch (const std::system_error&) {
+      // No thread left to start: this thread repacks the shares that have none.
+      for (int t = started; t < nt; ++t) repack_share(t);
     }
     for (auto& th : pool) th.join();
     drop_pages(droppable, w->data, w->nbytes, page);
