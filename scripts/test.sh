@@ -206,7 +206,8 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   # The CUDA build's CLI where no NVIDIA driver is installed: --device gpu runs on a fallback
   # with a note naming the missing driver, and the plugin (cudart, cuBLAS) is never opened,
   # so the peak RSS stays that of a build without CUDA (~200 MiB lower than when it was linked).
-  if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  # (ldconfig's list in a string first: under pipefail, grep -q leaving early could SIGPIPE it.)
+  if ! grep -q 'libcuda\.so\.1 ' <<<"$(ldconfig -p 2>/dev/null || true)"; then
     build-cuda/tools/geniex run -m "$MODEL" -p "Name a primary color." -n 4 --temp 0 --device gpu -v \
       >build-cuda/gpu_run.out 2>&1 || fail "build-cuda: geniex run --device gpu: $(cat build-cuda/gpu_run.out)"
     grep -q 'no NVIDIA driver found' build-cuda/gpu_run.out || fail "build-cuda: no driver note: $(cat build-cuda/gpu_run.out)"
@@ -263,7 +264,10 @@ else
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGENIEX_TSAN=ON \
     -DGENIEX_BUILD_BENCH=OFF -DGENIEX_BUILD_TESTS=ON -DGENIEX_FUZZ=OFF
   tsan_targets=(test_core test_graph test_kv test_runtime)
-  if cmake --build build-tsan --target help | grep -qw test_opencl; then tsan_targets+=(test_opencl); fi
+  # The target list in a variable first: `grep -q` stops reading at the first match, and under
+  # pipefail the help command's SIGPIPE would make the test false.
+  tsan_help="$(cmake --build build-tsan --target help)"
+  if grep -qw test_opencl <<<"$tsan_help"; then tsan_targets+=(test_opencl); fi
   cmake --build build-tsan -j "$JOBS" --target "${tsan_targets[@]}"
 
   step "tsan: ctest (core, graph, kv; the threaded runtime and OpenCL tests)"

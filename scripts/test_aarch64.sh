@@ -53,7 +53,7 @@ cmake -S . -B "$BUILD" -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64.cmake -DGE
   -DCMAKE_BUILD_TYPE=Release -DGENIEX_WERROR=ON -DGENIEX_BUILD_TESTS=ON >/dev/null
 cmake --build "$BUILD" -j "$JOBS" --target test_quant test_core test_graph greedy_ids
 T="$BUILD/tests/arm"
-aarch64-linux-gnu-readelf -h "$T/test_quant" | grep -q 'Machine: *AArch64' || fail "$T/test_quant is not an AArch64 program"
+grep -q 'Machine: *AArch64' <<<"$(aarch64-linux-gnu-readelf -h "$T/test_quant")" || fail "$T/test_quant is not an AArch64 program"
 # Files built with +dotprod / +i8mm must define no weak (COMDAT) symbols: the linker could keep
 # such a copy of an inline function for the whole program, and older CPUs would trap on it.
 mapfile -t ext_objs < <(find "$BUILD/CMakeFiles/geniex_cpu_kernels.dir" -name 'kernels_neon_*.cpp.o')
