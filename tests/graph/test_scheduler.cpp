@@ -353,6 +353,10 @@ TEST(Scheduler, QueuedRunsStartCleanlyWithManyBackends) {
     backends::CpuBackend cpu(1);
     list.push_back(&cpu);
     sched::Scheduler mixed(list);
+    // The case under test: a plan over two backends that runs on the per-backend queues.
+    auto plan = mixed.plan(f.arch->build_graph({static_cast<int32_t>(prompt.size()), 1}));
+    ASSERT_TRUE(plan.has_value()) << plan.error().to_string();
+    ASSERT_TRUE((*plan)->concurrent) << "the mixed plan would run sequentially, not on the queues";
     EXPECT_EQ(run_steps(*f.arch, mixed, prompt, 1), ref) << "round " << round;
     EXPECT_GT(partial.nodes_run, 0);
   }

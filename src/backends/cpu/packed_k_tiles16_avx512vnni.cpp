@@ -218,7 +218,8 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
 }
 
 // Pairs of 8-row groups through the 16-row tiles, columns in L2-sized blocks as in the 8-row
-// driver; a last odd group, and every one-column call, through the layout's 8-row kernels.
+// driver: W columns at a time through TW, what is left through the 4- to 1-column tiles (TW is
+// T4 where W is 4); a last odd group, and every one-column call, through the 8-row kernels.
 using Tile16 = void (*)(int64_t, const uint8_t*, const uint8_t*, const uint8_t*, size_t, const SubSums16*, int64_t,
                         float*, int64_t);
 template <DType kType, size_t kBlock, bool kSubSums, int W, Tile16 TW, Tile16 T4, Tile16 T3, Tile16 T2, Tile16 T1>
@@ -295,22 +296,24 @@ const PackedKernels* packed_kernels_k16(DType t) {
   static const PackedKernels q4_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q4_K);
     return PackedKernels{"q4_kx8_z16",
-                         &gemm_k16<DType::Q4_K, kQ4KBlock, true, kQ4KCols, &q4_k_tile16<kQ4KCols, false>, &q4_k_tile16<4, false>, &q4_k_tile16<3, false>,
-                                   &q4_k_tile16<2, false>, &q4_k_tile16<1, false>>,
+                         &gemm_k16<DType::Q4_K, kQ4KBlock, true, kQ4KCols, &q4_k_tile16<kQ4KCols, false>,
+                                   &q4_k_tile16<4, false>, &q4_k_tile16<3, false>, &q4_k_tile16<2, false>,
+                                   &q4_k_tile16<1, false>>,
                          b->dequantize_row, b->repack};
   }();
   static const PackedKernels q5_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q5_K);
     return PackedKernels{"q5_kx8_z16",
-                         &gemm_k16<DType::Q5_K, kQ5KBlock, true, kColTile, &q4_k_tile16<4, true>, &q4_k_tile16<4, true>, &q4_k_tile16<3, true>,
-                                   &q4_k_tile16<2, true>, &q4_k_tile16<1, true>>,
+                         &gemm_k16<DType::Q5_K, kQ5KBlock, true, kColTile, &q4_k_tile16<4, true>,
+                                   &q4_k_tile16<4, true>, &q4_k_tile16<3, true>, &q4_k_tile16<2, true>,
+                                   &q4_k_tile16<1, true>>,
                          b->dequantize_row, b->repack};
   }();
   static const PackedKernels q6_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q6_K);
     return PackedKernels{"q6_kx8_z16",
-                         &gemm_k16<DType::Q6_K, kQ6KBlock, false, kColTile, &q6_k_tile16<4>, &q6_k_tile16<4>, &q6_k_tile16<3>, &q6_k_tile16<2>,
-                                   &q6_k_tile16<1>>,
+                         &gemm_k16<DType::Q6_K, kQ6KBlock, false, kColTile, &q6_k_tile16<4>, &q6_k_tile16<4>,
+                                   &q6_k_tile16<3>, &q6_k_tile16<2>, &q6_k_tile16<1>>,
                          b->dequantize_row, b->repack};
   }();
   switch (t) {
