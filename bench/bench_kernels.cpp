@@ -99,11 +99,12 @@ BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
 // 1 avx512 packed, 2 avx512vnni packed, 3 avx2 packed: packed_tiles_avx2.cpp / packed_k_tiles_avx2.cpp,
 // 4 the same layouts with the AMX-INT8 gemm: packed_tiles_amx.cpp, 5 the same layouts with the
 // AVX-VNNI tiles: packed_tiles_avxvnni.cpp, 6 the same layouts with 16-row zmm tiles:
-// packed_tiles16_avx512vnni.cpp).
+// packed_tiles16_avx512vnni.cpp, 7 the AVX2 Q4_0 / Q4_1 gemm with 8 x 4 tiles only, 8 the K
+// layouts' 8-row VNNI tiles EVEX-encoded on ymm: packed_k_tiles8_avx512vnni.cpp).
 void BM_gemm_packed(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t rows = state.range(1), n = state.range(2), cols = state.range(3);
-  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16", "avx2x8"};
+  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16", "avx2x8", "avx512vnni8"};
   const char* isa = isas[state.range(4)];
   const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for_isa(type, "avx2");
   const geniex::cpu::PackedKernels* pk = state.range(4) == 0 ? nullptr : geniex::cpu::packed_kernels_for_isa(type, isa);
@@ -141,6 +142,9 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
         if (t != DType::Q4_K && t != DType::Q5_K && t != DType::Q6_K) b->Args({static_cast<int64_t>(t), 1536, 576, cols, isa});  // SmolLM2 ffn up/gate
         b->Args({static_cast<int64_t>(t), 8192, 2048, cols, isa});  // 1B ffn up/gate
         if ((isa == 3 || isa == 4) && cols > 1) b->Args({static_cast<int64_t>(t), 2048, 8192, cols, isa});  // 1B ffn down
+        if (isa == 3 && (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K)) {
+          b->Args({static_cast<int64_t>(t), 8192, 2048, cols, 8});  // the same with EVEX VNNI
+        }
         if (isa == 3 && (t == DType::Q4_0 || t == DType::Q4_1)) {
           // The same with the 8 x 4 tiles only (isa 7, avx2x8).
           if (cols > 1) b->Args({static_cast<int64_t>(t), 2048, 8192, cols, 7});
@@ -155,6 +159,7 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 3});
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 6});
+    if (t == DType::Q4_K || t == DType::Q6_K) b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 8});
     b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 3});
     b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 6});
   }

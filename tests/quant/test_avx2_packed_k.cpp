@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.hpp"
+#include "backends/cpu/kernels_internal.hpp"
 #include "backends/cpu/packed.hpp"
 #include "core/cpu_features.hpp"
 #include "core/fp16.hpp"
@@ -284,6 +285,14 @@ void check_avx512vnni16_k(DType t, Fill fill) {
   check_k_same_bits(t, fill, "avx512vnni16");
 }
 
+// The 8-row K tiles with EVEX-encoded VNNI on ymm (packed_k_tiles8_avx512vnni.cpp): skipped
+// without AVX-512 VNNI.
+void check_avx512vnni8_k(DType t, Fill fill) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx512f && f.avx512bw && f.avx512vnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  check_k_same_bits(t, fill, "avx512vnni8");
+}
+
 // The AVX-512 Q6_K decode tile (packed_k_tiles_avx512.cpp): one column at a time, pairs of 8-row
 // groups and a last odd group, the AVX2 K tile's bits. Skipped without AVX-512 F + BW.
 void check_avx512_q6_k(Fill fill) {
@@ -352,6 +361,32 @@ TEST(Avx512Vnni16PackedK, Q5_KRandomBytes) { check_avx512vnni16_k(DType::Q5_K, F
 TEST(Avx512Vnni16PackedK, Q6_KQuantized) { check_avx512vnni16_k(DType::Q6_K, Fill::Quantized); }
 TEST(Avx512Vnni16PackedK, Q6_KExtreme) { check_avx512vnni16_k(DType::Q6_K, Fill::Extreme); }
 TEST(Avx512Vnni16PackedK, Q6_KRandomBytes) { check_avx512vnni16_k(DType::Q6_K, Fill::RandomBytes); }
+
+TEST(Avx512Vnni8PackedK, Q4_KQuantized) { check_avx512vnni8_k(DType::Q4_K, Fill::Quantized); }
+TEST(Avx512Vnni8PackedK, Q4_KExtreme) { check_avx512vnni8_k(DType::Q4_K, Fill::Extreme); }
+TEST(Avx512Vnni8PackedK, Q4_KRandomBytes) { check_avx512vnni8_k(DType::Q4_K, Fill::RandomBytes); }
+TEST(Avx512Vnni8PackedK, Q5_KQuantized) { check_avx512vnni8_k(DType::Q5_K, Fill::Quantized); }
+TEST(Avx512Vnni8PackedK, Q5_KExtreme) { check_avx512vnni8_k(DType::Q5_K, Fill::Extreme); }
+TEST(Avx512Vnni8PackedK, Q5_KRandomBytes) { check_avx512vnni8_k(DType::Q5_K, Fill::RandomBytes); }
+TEST(Avx512Vnni8PackedK, Q6_KQuantized) { check_avx512vnni8_k(DType::Q6_K, Fill::Quantized); }
+TEST(Avx512Vnni8PackedK, Q6_KExtreme) { check_avx512vnni8_k(DType::Q6_K, Fill::Extreme); }
+TEST(Avx512Vnni8PackedK, Q6_KRandomBytes) { check_avx512vnni8_k(DType::Q6_K, Fill::RandomBytes); }
+
+// The one-column (decode) K tiles behind the wider ones: AVX-VNNI's where the CPU has it, else
+// the EVEX ones for Q4_K and Q5_K where it has AVX-512 VNNI (Q6_K's measured slower there and
+// stays on AVX2's), else AVX2's.
+TEST(Avx2PackedK, EdgeSelection) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const bool evex = f.avx512f && f.avx512bw && f.avx512vnni;
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const cpu::PackedKernels* e = cpu::packed_kernels_k8_edge(t);
+    ASSERT_NE(e, nullptr);
+    const std::string base = t == DType::Q4_K ? "q4_kx8" : t == DType::Q5_K ? "q5_kx8" : "q6_kx8";
+    const std::string want = f.avxvnni ? base + "_vnni" : evex && t != DType::Q6_K ? base + "_evex_vnni" : base;
+    EXPECT_EQ(e->name, want) << dtype_name(t);
+  }
+}
 
 // The CPU backend picks these layouts for K-quant matrices (rows a multiple of 8), and not
 // with GENIEX_REPACK=0.

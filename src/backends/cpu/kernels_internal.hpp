@@ -80,6 +80,10 @@ const PackedKernels* packed_kernels_16(DType t);
 // The K layouts of Q4_K, Q5_K and Q6_K (packed_k.cpp's repack, same bits as
 // avx2::packed_kernels_k) with 16-row zmm tiles (packed_k_tiles16_avx512vnni.cpp).
 const PackedKernels* packed_kernels_k16(DType t);
+// The same K layouts with their 8-row VNNI tiles (packed_k_tiles_avx2.hpp) EVEX-encoded on ymm
+// (packed_k_tiles8_avx512vnni.cpp): AVX-VNNI's tiles for CPUs with AVX-512 VNNI but no AVX-VNNI
+// (Zen 4, Ice Lake, Tiger Lake). Same bits as avx2::packed_kernels_k.
+const PackedKernels* packed_kernels_k8(DType t);
 }  // namespace avx512vnni
 namespace avxvnni {
 // The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 (same repack and row read-back, same
@@ -96,6 +100,10 @@ namespace amx {
 // nullptr for other types. The CPU must report amx_int8 (cpu_features()).
 const PackedKernels* packed_kernels(DType t);
 }  // namespace amx
+// The 8-row K tiles (Q4_K, Q5_K, Q6_K; same bits whichever) for one-column calls and a last odd
+// group of the wider tiles: AVX-VNNI's where the CPU has it, else the EVEX-encoded ones where it
+// has AVX-512 VNNI, else AVX2's (packed.cpp; baseline code, callable from any file).
+const PackedKernels* packed_kernels_k8_edge(DType t);
 #endif
 
 #if defined(__aarch64__)

@@ -284,6 +284,17 @@ static bool avx2_exact() {
 }
 #endif
 
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+const PackedKernels* packed_kernels_k8_edge(DType t) {
+  const CpuFeatures& f = cpu_features();
+  if (f.avxvnni && f.avx2 && f.fma && f.f16c) return avxvnni::packed_kernels_k(t);
+  // VL is not in CpuFeatures: every CPU with AVX-512 BW and VNNI has it (the 16-row files assume
+  // the same).
+  if (f.avx512f && f.avx512bw && f.avx512vnni && f.avx2 && f.fma && f.f16c && t != DType::Q6_K) return avx512vnni::packed_kernels_k8(t);
+  return avx2::packed_kernels_k(t);
+}
+#endif
+
 const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   if (isa == nullptr) return nullptr;
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
@@ -301,6 +312,12 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
     if (!(avx512 && f.avx512vnni) || avx2_exact()) return nullptr;
     if (const PackedKernels* k = avx512vnni::packed_kernels_16(t)) return k;
     return avx512vnni::packed_kernels_k16(t);  // Q4_K, Q5_K, Q6_K
+  }
+  if (std::strcmp(isa, "avx512vnni8") == 0) {
+    // The 8-row K tiles, EVEX-encoded VNNI on ymm (what one-column K calls run on such CPUs):
+    // the AVX2 layouts' bits, not GENIEX_AVX2_EXACT=1's file-layout order.
+    if (!(avx512 && f.avx512vnni) || avx2_exact()) return nullptr;
+    return avx512vnni::packed_kernels_k8(t);
   }
   if (std::strcmp(isa, "amx") == 0) {
     // The AVX2 layouts' bits: with GENIEX_AVX2_EXACT=1 the file-layout order is wanted instead.

@@ -225,8 +225,7 @@ using Tile16 = void (*)(int64_t, const uint8_t*, const uint8_t*, const uint8_t*,
 template <DType kType, size_t kBlock, bool kSubSums, int W, Tile16 TW, Tile16 T4, Tile16 T3, Tile16 T2, Tile16 T1>
 void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
               float* out, int64_t out_stride) {
-  static const PackedKernels* base =
-      cpu_features().avxvnni ? avxvnni::packed_kernels_k(kType) : avx2::packed_kernels_k(kType);
+  static const PackedKernels* base = packed_kernels_k8_edge(kType);
   // One column (decode) through the 8-row tiles (the same bits): they read one group after the
   // other as one stream, where the 16-row tiles read two groups side by side. From DRAM on a
   // Zen 4 the 16-row tiles got half the bandwidth (Q4_K 10.8 against 20.6 GB/s, Q6_K, through

@@ -1,8 +1,9 @@
 // The AVX2 register tiles over the packed K-quant layouts Q4_Kx8, Q5_Kx8 and Q6_Kx8 (packed_k.cpp)
 // with Q8_K activations, included inside an anonymous namespace by packed_k_tiles_avx2.cpp
-// (AVX2 + FMA + F16C: maddubs, i16 sums, madd) and by packed_k_tiles_avxvnni.cpp (AVX-VNNI: a
+// (AVX2 + FMA + F16C: maddubs, i16 sums, madd), by packed_k_tiles_avxvnni.cpp (AVX-VNNI: a
 // vpdpbusd chain per sub-block and column in i32, then one vpmulld by the sub-block's scale;
-// vpdpwssd for the min and offset terms). The includer defines GENIEX_TILES_VNNI to 0 or 1.
+// vpdpwssd for the min and offset terms) and by packed_k_tiles8_avx512vnni.cpp (the same VNNI
+// tiles EVEX-encoded on ymm, with 32 registers). The includer defines GENIEX_TILES_VNNI to 0 or 1.
 //
 // Tiles: 8 weight rows (one i32 lane each) x C activation columns. Each 256-bit load of quants
 // holds 4 consecutive quant bytes of each of the 8 rows; the matching 4 activation bytes are
@@ -21,6 +22,19 @@
 // tiles and k_kernels(), the includer's PackedKernels over them.
 #ifndef GENIEX_TILES_VNNI
 #error "define GENIEX_TILES_VNNI to 0 or 1 before including packed_k_tiles_avx2.hpp"
+#endif
+
+#if GENIEX_TILES_VNNI
+// The 256-bit vpdpbusd / vpdpwssd: EVEX (AVX-512 VNNI + VL) where the includer is compiled for
+// AVX-512 VNNI (packed_k_tiles8_avx512vnni.cpp: Zen 4, Ice Lake, Tiger Lake, which have no
+// AVX-VNNI), else VEX (AVX-VNNI). The same instructions and results either way.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define geniex_dpbusd256 _mm256_dpbusd_epi32
+#define geniex_dpwssd256 _mm256_dpwssd_epi32
+#else
+#define geniex_dpbusd256 _mm256_dpbusd_avx_epi32
+#define geniex_dpwssd256 _mm256_dpwssd_avx_epi32
+#endif
 #endif
 
 constexpr size_t kActBytes = sizeof(quant::BlockQ8_K);  // float d, 256 qs, 16 bsums
@@ -94,7 +108,13 @@ inline __m256i top_u8(int i) {
 
 // An empty asm that makes v's current value opaque: keeps GCC from regrouping the running
 // sums below into trees of temporaries (which spills the column tiles to the stack).
+// With AVX-512 VL the constraint is "v" (any of ymm0-31): "x" would confine the running sums to
+// the 16 registers of VEX encoding.
+#if defined(__AVX512VL__)
+inline void keep(__m256i& v) { __asm__("" : "+v"(v)); }
+#else
 inline void keep(__m256i& v) { __asm__("" : "+x"(v)); }
+#endif
 
 inline void prefetch_block(const uint8_t* p, size_t bytes) {
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
@@ -136,7 +156,7 @@ __attribute__((always_inline)) inline void q4_k_min_term(__m256i mn_lo, __m256i 
     for (int c = 0; c < C; ++c) {
       const __m256i sp = bcast4(reinterpret_cast<const uint8_t*>(ss[c * ss_stride + b].v + 2 * jp));
 #if GENIEX_TILES_VNNI
-      imin[c] = _mm256_dpwssd_avx_epi32(jp == 0 ? _mm256_setzero_si256() : imin[c], mn, sp);
+      imin[c] = geniex_dpwssd256(jp == 0 ? _mm256_setzero_si256() : imin[c], mn, sp);
 #else
       const __m256i t = _mm256_madd_epi16(mn, sp);
       imin[c] = jp == 0 ? t : _mm256_add_epi32(imin[c], t);
@@ -201,7 +221,7 @@ void q4_k_tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t as, cons
         // i32), then one multiply by the scale: the same exact i32 as the maddubs / madd sums.
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) {
-          s32[c] = _mm256_dpbusd_avx_epi32(s == 0 ? _mm256_setzero_si256() : s32[c], w,
+          s32[c] = geniex_dpbusd256(s == 0 ? _mm256_setzero_si256() : s32[c], w,
                                            bcast4(ab + c * as + kActQs + 32 * j + 4 * s));
           keep(s32[c]);
         }
@@ -297,7 +317,7 @@ __attribute__((noinline)) void q6_k_tile(int64_t nb, const uint8_t* grp, const u
       for (int c = 0; c < C; ++c) {
         const __m256i bs = bcast4(ab + c * as + kActBsums + 4 * jp);
 #if GENIEX_TILES_VNNI
-        isum[c] = _mm256_dpwssd_avx_epi32(jp == 0 ? _mm256_setzero_si256() : isum[c], neg32, bs);
+        isum[c] = geniex_dpwssd256(jp == 0 ? _mm256_setzero_si256() : isum[c], neg32, bs);
 #else
         const __m256i t = _mm256_madd_epi16(neg32, bs);
         isum[c] = jp == 0 ? t : _mm256_add_epi32(isum[c], t);
@@ -351,8 +371,8 @@ __attribute__((noinline)) void q6_k_tile(int64_t nb, const uint8_t* grp, const u
               const uint8_t* ac = ab + c * as + kActQs + 128 * n + 32 * Q + 4 * t0;
 #if GENIEX_TILES_VNNI
               // The sub-block's 4 chunks in one dpbusd chain per column (|sum| <= 16 * 63 * 128).
-              s32[c] = _mm256_dpbusd_avx_epi32(ip == 0 ? _mm256_setzero_si256() : s32[c], w[0], bcast4(ac));
-              s32[c] = _mm256_dpbusd_avx_epi32(s32[c], w[1], bcast4(ac + 4));
+              s32[c] = geniex_dpbusd256(ip == 0 ? _mm256_setzero_si256() : s32[c], w[0], bcast4(ac));
+              s32[c] = geniex_dpbusd256(s32[c], w[1], bcast4(ac + 4));
               keep(s32[c]);
 #else
               const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], bcast4(ac)), _mm256_maddubs_epi16(w[1], bcast4(ac + 4)));

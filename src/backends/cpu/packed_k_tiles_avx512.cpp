@@ -114,12 +114,11 @@ void q6_k_col16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t*
 }
 
 // One column through the 16-row tile (pairs of groups), a last odd group and any other column
-// count through the 8-row tiles of the same layout: AVX-VNNI's where the CPU has it (Zen 5,
-// Sapphire Rapids without usable AMX), else AVX2's; the same bits.
+// count through the 8-row tiles of the same layout (packed_kernels_k8_edge: AVX-VNNI's where the
+// CPU has it, else AVX2's here, as this file serves CPUs without AVX-512 VNNI); the same bits.
 void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
                float* out, int64_t out_stride) {
-  static const PackedKernels* base =
-      cpu_features().avxvnni ? avxvnni::packed_kernels_k(DType::Q6_K) : avx2::packed_kernels_k(DType::Q6_K);
+  static const PackedKernels* base = packed_kernels_k8_edge(DType::Q6_K);
   if (n_cols != 1) {
     base->gemm(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
     return;

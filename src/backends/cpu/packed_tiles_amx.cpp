@@ -595,12 +595,11 @@ void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
             float* out, int64_t out_stride) {
   using T = KTraits<F>;
   // Decode and edges: the 16-row AVX-512 VNNI K tiles (whose one-column calls run the 8-row K
-  // tiles), else AVX-512's Q6_K decode tile, else the K tiles with AVX-VNNI where the CPU has
-  // it, else the AVX2 K tiles (the same bits).
+  // tiles), else AVX-512's Q6_K decode tile, else the 8-row K tiles of packed_kernels_k8_edge
+  // (the same bits).
   static const bool zmm = cpu_features().avx512vnni;
-  static const bool vnni = cpu_features().avxvnni;
   const PackedKernels* edge = zmm ? avx512vnni::packed_kernels_k16(T::kType) : avx512::packed_kernels_k(T::kType);
-  if (edge == nullptr) edge = vnni ? avxvnni::packed_kernels_k(T::kType) : avx2::packed_kernels_k(T::kType);
+  if (edge == nullptr) edge = packed_kernels_k8_edge(T::kType);
   const int64_t row_tiles = n_rows / kTile;
   const int64_t col_tiles = n_cols / kTile;
   const auto* wb = static_cast<const uint8_t*>(w);
