@@ -25,16 +25,7 @@
 #endif
 
 #if GENIEX_TILES_VNNI
-// The 256-bit vpdpbusd / vpdpwssd: EVEX (AVX-512 VNNI + VL) where the includer is compiled for
-// AVX-512 VNNI (packed_k_tiles8_avx512vnni.cpp: Zen 4, Ice Lake, Tiger Lake, which have no
-// AVX-VNNI), else VEX (AVX-VNNI). The same instructions and results either way.
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define geniex_dpbusd256 _mm256_dpbusd_epi32
-#define geniex_dpwssd256 _mm256_dpwssd_epi32
-#else
-#define geniex_dpbusd256 _mm256_dpbusd_avx_epi32
-#define geniex_dpwssd256 _mm256_dpwssd_avx_epi32
-#endif
+#include "backends/cpu/vnni256.hpp"  // geniex_dpbusd256 / geniex_dpwssd256
 #endif
 
 constexpr size_t kActBytes = sizeof(quant::BlockQ8_K);  // float d, 256 qs, 16 bsums

@@ -44,14 +44,7 @@
 // arithmetic bit for bit, at about half the tiles' prefill speed.
 
 #if GENIEX_TILES_VNNI
-// The 256-bit vpdpbusd: EVEX (AVX-512 VNNI + VL) where the includer is compiled for AVX-512 VNNI
-// (packed_tiles16_avx512vnni.cpp, whose last odd group runs these tiles), else VEX (AVX-VNNI).
-// The same instruction and result either way.
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define geniex_dpbusd256 _mm256_dpbusd_epi32
-#else
-#define geniex_dpbusd256 _mm256_dpbusd_avx_epi32
-#endif
+#include "backends/cpu/vnni256.hpp"  // geniex_dpbusd256
 #endif
 
 enum class Fmt { Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 };
