@@ -372,6 +372,7 @@ TEST(Avx512Vnni8PackedK, Q6_KQuantized) { check_avx512vnni8_k(DType::Q6_K, Fill:
 TEST(Avx512Vnni8PackedK, Q6_KExtreme) { check_avx512vnni8_k(DType::Q6_K, Fill::Extreme); }
 TEST(Avx512Vnni8PackedK, Q6_KRandomBytes) { check_avx512vnni8_k(DType::Q6_K, Fill::RandomBytes); }
 
+#if defined(__x86_64__) || defined(_M_X64)
 // The one-column (decode) K tiles behind the wider ones: AVX-VNNI's where the CPU has it, else
 // the EVEX ones for Q4_K and Q5_K where it has AVX-512 VNNI (Q6_K's measured slower there and
 // stays on AVX2's), else AVX2's.
@@ -387,6 +388,7 @@ TEST(Avx2PackedK, EdgeSelection) {
     EXPECT_EQ(e->name, want) << dtype_name(t);
   }
 }
+#endif
 
 // The CPU backend picks these layouts for K-quant matrices (rows a multiple of 8), and not
 // with GENIEX_REPACK=0.
