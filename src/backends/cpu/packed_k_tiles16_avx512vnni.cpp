@@ -38,6 +38,10 @@ constexpr int kColTile = 4;
 // through the main loop): 6-7% more GOP/s than 4 on a Zen 4 (bench/LOG.md, twenty-sixth
 // session). Q5_K's, with its fifth bits in registers too, measured no gain and stays at 4.
 constexpr int kQ4KCols = 6;
+// Q6_K's takes 6 too, its f32 running sums kept in `out` and its chunks loaded where used (with
+// them in registers it spilled): 4-6% more GOP/s than 4 on a Zen 4 (bench/LOG.md, twenty-eighth
+// session).
+constexpr int kQ6KCols = 6;
 
 // Per activation column and super-block: bsums[2j] + bsums[2j+1] as i16, j = 0..7. This file's
 // own type, so its std::vector is an internal-linkage instantiation.
@@ -139,8 +143,13 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i m30 = _mm512_set1_epi8(0x30);
   const __m512i zero = _mm512_setzero_si512();
-  __m512 acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  // With more than 4 columns the running f32 sums live in `out` (one load and store per
+  // super-block and column) and their registers go to the integer sums.
+  constexpr bool kAccInOut = C > 4;
+  __m512 acc[kAccInOut ? 1 : C];
+  if constexpr (!kAccInOut) {
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * kQ6KBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * kQ6KBlock;
@@ -152,7 +161,7 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
       const size_t so = 16 + 32 * static_cast<size_t>(jp / 2);
       const __m512i pair = _mm512_srai_epi16(_mm512_shuffle_epi8(pair_chunk(b0, b1, so), hi_u8(i, i + 1)), 8);
       const __m512i neg32 = _mm512_sub_epi16(zero, _mm512_slli_epi16(pair, 5));
-#pragma GCC unroll 4
+#pragma GCC unroll 6
       for (int c = 0; c < C; ++c) {
         isum[c] = _mm512_dpwssd_epi32(jp == 0 ? zero : isum[c], neg32, bcast4(ab + c * as + kActBsums + 4 * jp));
         keep(isum[c]);
@@ -165,8 +174,13 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
 #pragma GCC unroll 2
         for (int u = 0; u < 2; ++u) {
           const int sb = 8 * n + 2 * Q + u;
+          // The block pointers through an empty asm for each sub-block: every chunk is loaded
+          // where it is used, instead of kept (spilled) from the sub-block that used it before.
+          const uint8_t* r0 = b0;
+          const uint8_t* r1 = b1;
+          __asm__("" : "+r"(r0), "+r"(r1));
           const size_t so = 16 + 32 * static_cast<size_t>(sb / 4);
-          const __m512i sc = _mm512_srai_epi32(_mm512_shuffle_epi8(pair_chunk(b0, b1, so), top_u8(sb % 4)), 24);
+          const __m512i sc = _mm512_srai_epi32(_mm512_shuffle_epi8(pair_chunk(r0, r1, so), top_u8(sb % 4)), 24);
           __m512i s32[C];
 #pragma GCC unroll 2
           for (int ip = 0; ip < 2; ++ip) {
@@ -175,8 +189,8 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
               const int t = 4 * u + 2 * ip + k;
               const size_t lo_off = 144 + static_cast<size_t>(16 * n + 8 * (Q & 1) + t) * 32;
               const size_t hi_off = 1168 + static_cast<size_t>(8 * n + t) * 32;
-              const __m512i l = pair_chunk(b0, b1, lo_off);
-              const __m512i h = pair_chunk(b0, b1, hi_off);
+              const __m512i l = pair_chunk(r0, r1, lo_off);
+              const __m512i h = pair_chunk(r0, r1, hi_off);
               const __m512i lo = Q < 2 ? _mm512_and_si512(l, low4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), low4);
               __m512i hb;
               if (Q == 0) {
@@ -191,7 +205,7 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
               w[k] = _mm512_or_si512(lo, hb);
             }
             const int t0 = 4 * u + 2 * ip;
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int c = 0; c < C; ++c) {
               const uint8_t* ac = ab + c * as + kActQs + 128 * n + 32 * Q + 4 * t0;
               s32[c] = _mm512_dpbusd_epi32(ip == 0 ? zero : s32[c], w[0], bcast4(ac));
@@ -199,7 +213,7 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
               keep(s32[c]);
             }
           }
-#pragma GCC unroll 4
+#pragma GCC unroll 6
           for (int c = 0; c < C; ++c) {
             isum[c] = _mm512_add_epi32(isum[c], _mm512_mullo_epi32(s32[c], sc));
             keep(isum[c]);
@@ -208,13 +222,20 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
       }
     }
     const __m512 dw = pair_ph(b0, b1, 0);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int c = 0; c < C; ++c) {
       const __m512 da = _mm512_set1_ps(load_f32(ab + c * as));
-      acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+      if constexpr (kAccInOut) {
+        const __m512 a0 = b == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(out + c * os);
+        _mm512_storeu_ps(out + c * os, _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c]), a0));
+      } else {
+        acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c]), acc[c]);
+      }
     }
   }
-  for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+  if constexpr (!kAccInOut) {
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+  }
 }
 
 // Pairs of 8-row groups through the 16-row tiles, columns in L2-sized blocks as in the 8-row
@@ -311,7 +332,7 @@ const PackedKernels* packed_kernels_k16(DType t) {
   static const PackedKernels q6_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q6_K);
     return PackedKernels{"q6_kx8_z16",
-                         &gemm_k16<DType::Q6_K, kQ6KBlock, false, kColTile, &q6_k_tile16<4>, &q6_k_tile16<4>,
+                         &gemm_k16<DType::Q6_K, kQ6KBlock, false, kQ6KCols, &q6_k_tile16<kQ6KCols>, &q6_k_tile16<4>,
                                    &q6_k_tile16<3>, &q6_k_tile16<2>, &q6_k_tile16<1>>,
                          b->dequantize_row, b->repack};
   }();
