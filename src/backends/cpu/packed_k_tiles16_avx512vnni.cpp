@@ -36,11 +36,13 @@ constexpr size_t kQ6KBlock = 1680;  // d, 4 scale chunks, 32 ql chunks, 16 qh ch
 constexpr int kColTile = 4;
 // Q4_K's tile takes 6 columns per weight load (its registers fit: no column's min sum is live
 // through the main loop): 6-7% more GOP/s than 4 on a Zen 4 (bench/LOG.md, twenty-sixth
-// session). Q5_K's, with its fifth bits in registers too, measured no gain and stays at 4.
-constexpr int kQ4KCols = 6;
-// Q6_K's takes 6 too, its f32 running sums kept in `out` and its chunks loaded where used (with
-// them in registers it spilled): 4-6% more GOP/s than 4 on a Zen 4 (bench/LOG.md, twenty-eighth
 // session).
+constexpr int kQ4KCols = 6;
+// Q5_K's and Q6_K's take 6 too, with their f32 running sums kept in `out` (one load and store
+// per super-block and column) and their qh chunks loaded where each sub-block uses them: with
+// those in registers they spilled (Q5_K had measured no gain at 6 that way). On a Zen 4, 8-10%
+// (Q5_K) and 4-6% (Q6_K) more GOP/s than 4 (bench/LOG.md, twenty-eighth session).
+constexpr int kQ5KCols = 6;
 constexpr int kQ6KCols = 6;
 
 // Per activation column and super-block: bsums[2j] + bsums[2j+1] as i16, j = 0..7. This file's
@@ -67,8 +69,13 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
   const __m512i m30 = _mm512_set1_epi8(0x30);
   [[maybe_unused]] const __m512i m10 = _mm512_set1_epi8(0x10);
   const __m512i zero = _mm512_setzero_si512();
-  __m512 acc[C];
-  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  // Q5_K with more than 4 columns keeps its f32 running sums in `out`, their registers going to
+  // the fifth bits' decode.
+  constexpr bool kAccInOut = kFifth && C > 4;
+  __m512 acc[kAccInOut ? 1 : C];
+  if constexpr (!kAccInOut) {
+    for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * kBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * kBlock;
@@ -89,8 +96,13 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
         const __m512i raw = pair_chunk(q0, q1, off);
         __m512i w = (j & 1) ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4) : _mm512_and_si512(raw, low4);
         if constexpr (kFifth) {
+          // The block pointers through an empty asm: each qh chunk is loaded for the sub-block
+          // that uses it, not kept in a register (spilled) across all eight.
+          const uint8_t* r0 = b0;
+          const uint8_t* r1 = b1;
+          __asm__("" : "+r"(r0), "+r"(r1));
           // Bit j of each qh byte to bit 4 (16-bit shifts: what crosses a byte lands outside bit 4).
-          const __m512i hb = pair_chunk(b0, b1, 1152 + static_cast<size_t>(s) * 32);
+          const __m512i hb = pair_chunk(r0, r1, 1152 + static_cast<size_t>(s) * 32);
           const __m512i h = j <= 4 ? _mm512_slli_epi16(hb, static_cast<unsigned>(4 - j))
                                    : _mm512_srli_epi16(hb, static_cast<unsigned>(j - 4));
           w = _mm512_or_si512(w, _mm512_and_si512(h, m10));
@@ -126,11 +138,24 @@ void q4_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
       imin = _mm512_dpwssd_epi32(imin, mn[2], bcast4(sp + 8));
       imin = _mm512_dpwssd_epi32(imin, mn[3], bcast4(sp + 12));
       const __m512 da = _mm512_set1_ps(load_f32(ab + c * as));
-      acc[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c]), acc[c]);
-      acc[c] = _mm512_fnmadd_ps(_mm512_mul_ps(mw, da), _mm512_cvtepi32_ps(imin), acc[c]);
+      __m512 a0;
+      if constexpr (kAccInOut) {
+        a0 = b == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(out + c * os);
+      } else {
+        a0 = acc[c];
+      }
+      a0 = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum[c]), a0);
+      a0 = _mm512_fnmadd_ps(_mm512_mul_ps(mw, da), _mm512_cvtepi32_ps(imin), a0);
+      if constexpr (kAccInOut) {
+        _mm512_storeu_ps(out + c * os, a0);
+      } else {
+        acc[c] = a0;
+      }
     }
   }
-  for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+  if constexpr (!kAccInOut) {
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
+  }
 }
 
 // Q6_Kx8 (packed_k.cpp, the 8-row tile in packed_k_tiles_avx2.hpp): quants used unsigned, the
@@ -324,7 +349,7 @@ const PackedKernels* packed_kernels_k16(DType t) {
   static const PackedKernels q5_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q5_K);
     return PackedKernels{"q5_kx8_z16",
-                         &gemm_k16<DType::Q5_K, kQ5KBlock, true, kColTile, &q4_k_tile16<4, true>,
+                         &gemm_k16<DType::Q5_K, kQ5KBlock, true, kQ5KCols, &q4_k_tile16<kQ5KCols, true>,
                                    &q4_k_tile16<4, true>, &q4_k_tile16<3, true>, &q4_k_tile16<2, true>,
                                    &q4_k_tile16<1, true>>,
                          b->dequantize_row, b->repack};
