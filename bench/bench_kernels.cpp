@@ -156,10 +156,10 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
   }
   // Decode from DRAM: 64-150 MiB of weights, past the last-level cache (the cases above fit
   // in it), to read against BM_read_bandwidth.
-  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 3});
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 6});
-    if (t == DType::Q4_K || t == DType::Q6_K) b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 8});
+    if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 8});
     b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 3});
     b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 6});
   }
