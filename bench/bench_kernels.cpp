@@ -159,9 +159,13 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 3});
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 6});
-    if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 8});
-    b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 3});
-    b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 6});
+    const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+    if (k_quant) {
+      b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 8});
+    } else {  // 576-element rows: K-quant rows need n % 256 == 0
+      b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 3});
+      b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 6});
+    }
   }
   b->ArgNames({"type", "rows", "n", "cols", "isa"});
 }
