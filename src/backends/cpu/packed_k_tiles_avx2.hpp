@@ -107,17 +107,26 @@ inline void keep(__m256i& v) { __asm__("" : "+v"(v)); }
 inline void keep(__m256i& v) { __asm__("" : "+x"(v)); }
 #endif
 
+// How far ahead 1-column (decode) tiles prefetch, in bytes: each group block prefetches the
+// lines of [blk + kPrefetchBytes, blk + kPrefetchBytes + block). At 0 that is the block's own
+// lines, all requested as the tile starts it, before its loads reach them (a Q6_K block's 27
+// lines span ~600 instructions, more than the out-of-order window sees). Measured on a Zen 4
+// VM (bench/LOG.md, twenty-ninth session), one column from DRAM, 8 alternating rounds, GB/s
+// medians at 0 against 512 bytes ahead: one thread Q4_K 20.3 / 18.0, Q5_K 20.4 / 16.2, Q6_K
+// 20.7 / 19.1; two threads Q4_K 28.4 / 26.7, Q6_K 27.5 / 19.7 (better in 8 of 8 rounds); with no
+// prefetch at all Q6_K fell to 6-10 (its two streams, ql and qh, 1 KB apart, are not followed
+// by the hardware prefetchers). End to end (1B tg64, 2 threads) Q4_K_M +11%, Q6_K +20%. On an
+// Intel Xeon VM (twelfth session, tg128) 0 and 512 were within noise: 25.8 / 27.6 / 28.6 against
+// 23.5 / 29.9 / 30.1 t/s. GENIEX_K_PREFETCH_BYTES overrides it for A/B builds.
+#ifdef GENIEX_K_PREFETCH_BYTES
+constexpr size_t kPrefetchBytes = GENIEX_K_PREFETCH_BYTES;
+#else
+constexpr size_t kPrefetchBytes = 0;
+#endif
+
 inline void prefetch_block(const uint8_t* p, size_t bytes) {
   for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + o), _MM_HINT_T0);
 }
-
-// How far ahead 1-column (decode) tiles prefetch, in bytes: each group block prefetches the
-// lines of [blk + kPrefetchBytes, blk + kPrefetchBytes + block), the rest of its own block and
-// the start of the next. Group blocks of consecutive groups are contiguous, so this runs into
-// the next group (or harmlessly past the matrix). Measured on an Intel Xeon VM (1B Q4_K_M
-// tg128, 2 threads, 3 alternating rounds): 3 super-blocks ahead (~3.4 KB) 19.9 / 21.3 / 21.0
-// t/s, 512 bytes 23.5 / 29.9 / 30.1, 1 KB 21.4 / 28.4 / 29.6, 0 25.8 / 27.6 / 28.6.
-constexpr size_t kPrefetchBytes = 512;
 
 // ---- Q4_K x 8 ------------------------------------------------------------------------------
 // Group block: d[8], dmin[8] (fp16), the 12 scale bytes as 3 chunks P0 (bytes 0-3), P1 (4-7),

@@ -255,6 +255,19 @@ void prepare(const uint8_t* a, size_t a_stride, int64_t n_cols, int64_t nb, std:
   }
 }
 
+// How many blocks ahead 1-column (decode) tiles prefetch: each block fetches the lines of
+// the block kDecodePrefetchBlocks after it. At 0 those are its own lines, requested as the tile
+// starts it. Zen 4 VM (bench/LOG.md, twenty-ninth session), one column from DRAM, 8 alternating
+// rounds, GB/s medians at 0 against 6 blocks ahead: one thread Q4_0 27.1 / 21.9 and 23.2 / 19.9
+// (two runs, better in 16 of 16 rounds), Q8_0 26.8 / 24.8; two threads Q4_0 40.7 / 34.2 in a
+// fast phase, 30.6 / 29.5 in a slow one. End to end (1B Q4_0 tg64, 2 threads, 14 pairs) within
+// the noise. GENIEX_X8_PREFETCH_BLOCKS overrides it for A/B builds.
+#ifdef GENIEX_X8_PREFETCH_BLOCKS
+constexpr size_t kDecodePrefetchBlocks = GENIEX_X8_PREFETCH_BLOCKS;
+#else
+constexpr size_t kDecodePrefetchBlocks = 0;
+#endif
+
 // Keeps v in a register at this point: stops GCC from reassociating the i16/i32 add chains
 // into trees that hold every product of a block live at once (and spill).
 inline void pin(__m256i& v) { __asm__("" : "+x"(v)); }
@@ -288,9 +301,9 @@ void tile(int64_t nb, const uint8_t* grp, const uint8_t* a, size_t a_stride, con
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + static_cast<size_t>(b) * L::kBlockBytes;
     if constexpr (C == 1) {
-      // Decode streams the weights: fetch a few blocks ahead (prefetches past the end do not fault).
+      // Decode streams the weights: prefetch (kDecodePrefetchBlocks; past the end does not fault).
       for (size_t off = 0; off < L::kBlockBytes; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(blk + 6 * L::kBlockBytes + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetchBlocks * L::kBlockBytes + off), _MM_HINT_T0);
       }
     }
     const uint8_t* qs = blk + L::kQOff;
@@ -504,9 +517,9 @@ void tile_exact(int64_t nb, const uint8_t* grp, const uint8_t* a, const ActTerm*
   __m256 macc = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = grp + static_cast<size_t>(b) * L::kBlockBytes;
-    // Decode streams the weights: fetch a few blocks ahead (prefetches past the end do not fault).
+    // Decode streams the weights: prefetch (kDecodePrefetchBlocks; past the end does not fault).
     for (size_t off = 0; off < L::kBlockBytes; off += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + 6 * L::kBlockBytes + off), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kDecodePrefetchBlocks * L::kBlockBytes + off), _MM_HINT_T0);
     }
     const uint8_t* qs = blk + L::kQOff;
     const uint8_t* ap = a + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
