@@ -102,11 +102,12 @@ BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
 // AVX-VNNI tiles: packed_tiles_avxvnni.cpp, 6 the same layouts with 16-row zmm tiles:
 // packed_tiles16_avx512vnni.cpp, 7 the AVX2 Q4_0 / Q4_1 gemm with 8 x 4 tiles only, 8 the K
 // layouts' 8-row VNNI tiles EVEX-encoded on ymm: packed_k_tiles8_avx512vnni.cpp).
+constexpr const char* kIsas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16", "avx2x8", "avx512vnni8"};
+
 void BM_gemm_packed(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t rows = state.range(1), n = state.range(2), cols = state.range(3);
-  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16", "avx2x8", "avx512vnni8"};
-  const char* isa = isas[state.range(4)];
+  const char* isa = kIsas[state.range(4)];
   const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for_isa(type, "avx2");
   const geniex::cpu::PackedKernels* pk = state.range(4) == 0 ? nullptr : geniex::cpu::packed_kernels_for_isa(type, isa);
   if (k == nullptr || (state.range(4) != 0 && pk == nullptr)) {
@@ -179,15 +180,26 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_gemm_packed)->Apply(gemm_packed_args)->Unit(benchmark::kMicrosecond);
 
+// Sum of p[i0..i1) in four chains: a plain streaming read (the memory floor's loop).
+uint64_t read_sum(const uint64_t* p, size_t i0, size_t i1) {
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = i0; i + 4 <= i1; i += 4) {
+    s0 += p[i];
+    s1 += p[i + 1];
+    s2 += p[i + 2];
+    s3 += p[i + 3];
+  }
+  return s0 + s1 + s2 + s3;
+}
+
 // Decode from DRAM on 2 threads, each on half of the rows (as the runtime splits a decode
 // matmul): the kernels' share of a bandwidth both threads contend for, the end-to-end decode's
 // situation, which one thread alone does not show. args: weight type id, isa (as above).
 void BM_gemm_packed_2t(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t rows = 65536, n = 2048;
-  const char* isas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16", "avx2x8", "avx512vnni8"};
   const geniex::cpu::TypeKernels* k = geniex::cpu::kernels_for_isa(type, "avx2");
-  const geniex::cpu::PackedKernels* pk = geniex::cpu::packed_kernels_for_isa(type, isas[state.range(1)]);
+  const geniex::cpu::PackedKernels* pk = geniex::cpu::packed_kernels_for_isa(type, kIsas[state.range(1)]);
   if (k == nullptr || pk == nullptr) {
     state.SkipWithError("kernels not available on this CPU");
     return;
@@ -208,7 +220,7 @@ void BM_gemm_packed_2t(benchmark::State& state) {
     benchmark::DoNotOptimize(p.out.data());
     benchmark::ClobberMemory();
   }
-  state.SetLabel(std::string(geniex::dtype_name(type)) + "/" + isas[state.range(1)]);
+  state.SetLabel(std::string(geniex::dtype_name(type)) + "/" + kIsas[state.range(1)]);
   state.counters["GB/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * static_cast<double>(p.w.size()) / 1e9, benchmark::Counter::kIsRate);
 }
@@ -224,16 +236,7 @@ BENCHMARK(BM_gemm_packed_2t)
 void BM_read_bandwidth_2t(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0)) << 20;
   std::vector<uint64_t> buf(n / sizeof(uint64_t), 1);
-  auto read = [&](size_t i0, size_t i1, uint64_t* sink) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = i0; i + 4 <= i1; i += 4) {
-      s0 += buf[i];
-      s1 += buf[i + 1];
-      s2 += buf[i + 2];
-      s3 += buf[i + 3];
-    }
-    *sink = s0 + s1 + s2 + s3;
-  };
+  auto read = [&](size_t i0, size_t i1, uint64_t* sink) { *sink = read_sum(buf.data(), i0, i1); };
   for (auto _ : state) {
     uint64_t a = 0, b = 0;
     std::thread other(read, buf.size() / 2, buf.size(), &b);
@@ -251,16 +254,7 @@ BENCHMARK(BM_read_bandwidth_2t)->Arg(128)->UseRealTime()->Unit(benchmark::kMilli
 void BM_read_bandwidth(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0)) << 20;
   std::vector<uint64_t> buf(n / sizeof(uint64_t), 1);
-  for (auto _ : state) {
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i + 4 <= buf.size(); i += 4) {
-      s0 += buf[i];
-      s1 += buf[i + 1];
-      s2 += buf[i + 2];
-      s3 += buf[i + 3];
-    }
-    benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
-  }
+  for (auto _ : state) benchmark::DoNotOptimize(read_sum(buf.data(), 0, buf.size()));
   state.counters["GB/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * static_cast<double>(n) / 1e9,
       benchmark::Counter::kIsRate);
