@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace geniex {
 
@@ -61,6 +62,14 @@ std::shared_ptr<MappedFile> MappedFile::from_bytes(const void* data, size_t size
   file->data_ = file->owned_.get();
   file->size_ = size;
   file->path_ = "<memory>";
+  return file;
+}
+
+std::shared_ptr<MappedFile> MappedFile::view(const uint8_t* data, size_t size, std::string path) {
+  std::shared_ptr<MappedFile> file(new MappedFile());
+  file->data_ = data;
+  file->size_ = size;
+  file->path_ = std::move(path);
   return file;
 }
 

@@ -15,6 +15,9 @@ class MappedFile {
   static Result<std::shared_ptr<MappedFile>> open(const std::string& path);
   // A copy of bytes owned by the object (for tests, fuzzing and in-memory files).
   static std::shared_ptr<MappedFile> from_bytes(const void* data, size_t size);
+  // Bytes owned and kept alive by the caller, not copied (a mapping made elsewhere, parsed
+  // while it lives).
+  static std::shared_ptr<MappedFile> view(const uint8_t* data, size_t size, std::string path);
 
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

@@ -160,6 +160,13 @@ class Writer {
   // is byte-identical to to_bytes() with the same data.
   Status write_file_streaming(const std::string& path, const TensorProducer& produce) const;
 
+  // The file's header, metadata and tensor infos as written; offsets[i] is tensor i's offset
+  // in the data section, which starts at the header's size rounded up to the alignment;
+  // *data_size is the data section's size (no padding after the last tensor). For writers that
+  // place the tensor bytes themselves (a mapped file).
+  std::vector<uint8_t> header_bytes(std::vector<uint64_t>* offsets, uint64_t* data_size) const;
+  uint32_t alignment() const { return alignment_; }
+
  private:
   struct PendingTensor {
     std::string name;
@@ -171,9 +178,6 @@ class Writer {
   };
   Status check_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne,
                       uint64_t* nbytes) const;
-  // Header, metadata and tensor infos; offsets[i] is tensor i's offset in the data section,
-  // *data_size the data section's size (no padding after the last tensor).
-  std::vector<uint8_t> header_bytes(std::vector<uint64_t>* offsets, uint64_t* data_size) const;
   uint32_t alignment_ = 32;
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<PendingTensor> tensors_;

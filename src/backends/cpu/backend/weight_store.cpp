@@ -64,7 +64,9 @@ void drop_pages(const Ranges& droppable, const uint8_t* data, size_t bytes, long
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
-bool huge_pages_enabled() {
+}  // namespace
+
+bool CpuWeightStore::huge_pages_enabled() {
   static const bool enabled = [] {
     const char* e = std::getenv("GENIEX_HUGEPAGES");
     return e == nullptr || std::string(e) != "0";
@@ -72,72 +74,37 @@ bool huge_pages_enabled() {
   return enabled;
 }
 
-}  // namespace
-
 CpuWeightStore::Arena::~Arena() {
   if (base != nullptr) ::munmap(base, bytes);
 }
 
-Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
-    std::span<const graph::WeightRef* const> weights, int n_threads) {
-  auto store = std::make_shared<CpuWeightStore>();
-  const long page = ::sysconf(_SC_PAGESIZE);
-  // Which weights get a packed layout, and where each goes in one arena (64-byte aligned).
-  struct Job {
-    const graph::WeightRef* w;
-    const cpu::PackedKernels* k;
-    size_t offset;
-  };
-  std::vector<Job> jobs;
+CpuWeightStore::Plan CpuWeightStore::plan(std::span<const graph::WeightRef* const> weights) {
+  Plan out;
   std::unordered_set<const void*> seen;
-  size_t total = 0;
   for (const graph::WeightRef* w : weights) {
     if (!seen.insert(w->data).second) continue;  // tied weights appear twice
     const cpu::PackedKernels* k = cpu::packed_kernels_for(w->type, w->ne[0], w->ne[1]);
     if (k == nullptr || w->ne[2] != 1 || w->ne[3] != 1) continue;
-    jobs.push_back({w, k, total});
-    total += (w->nbytes + 63) / 64 * 64;
+    out.items.push_back({w, k, out.bytes});
+    out.bytes += (w->nbytes + 63) / 64 * 64;
   }
-  if (jobs.empty()) return std::shared_ptr<const CpuWeightStore>(std::move(store));
+  return out;
+}
 
-  // One anonymous mapping, its start on a 2 MiB boundary: a decode step streams every packed
-  // weight once, and with 2 MiB pages (MADV_HUGEPAGE, asked before anything is written) that
-  // stream takes a TLB miss per 2 MiB instead of per 4 KiB. The mapping ends at the last 4 KiB
-  // page of the weights, so the partial 2 MiB at the end stays in small pages and resident
-  // memory is the weights' size either way. GENIEX_HUGEPAGES=0 turns the advice off.
-  const size_t bytes = (total + static_cast<size_t>(page) - 1) / static_cast<size_t>(page) * static_cast<size_t>(page);
-  void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) {
-    return make_error(ErrorCode::OutOfMemory, "cpu: cannot map " + std::to_string(bytes) + " bytes to repack " +
-                                                  std::to_string(jobs.size()) + " weights");
-  }
-  const auto raw_addr = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t base_addr = (raw_addr + kHugePage - 1) / kHugePage * kHugePage;
-  if (base_addr > raw_addr) ::munmap(raw, base_addr - raw_addr);
-  const uintptr_t tail = raw_addr + bytes + kHugePage - (base_addr + bytes);
-  if (tail > 0) ::munmap(reinterpret_cast<void*>(base_addr + bytes), tail);
-  auto* base = reinterpret_cast<uint8_t*>(base_addr);
-  store->arena_.base = base;
-  store->arena_.bytes = bytes;
-#if defined(MADV_HUGEPAGE)
-  const size_t whole = bytes / kHugePage * kHugePage;
-  if (huge_pages_enabled() && whole > 0 && ::madvise(base, whole, MADV_HUGEPAGE) == 0) {
-    store->huge_page_bytes_ = static_cast<int64_t>(whole);
-  }
-#endif
-
+void CpuWeightStore::repack_into(const Plan& plan, uint8_t* base, int n_threads) {
+  const long page = ::sysconf(_SC_PAGESIZE);
   const Ranges droppable = shared_file_ranges();
-  for (const Job& job : jobs) {
-    const graph::WeightRef* w = job.w;
-    uint8_t* dst = base + job.offset;
+  for (const PlanItem& item : plan.items) {
+    const graph::WeightRef* w = item.weight;
+    uint8_t* dst = base + item.offset;
     // Rows in groups of 8, split over threads.
     const int64_t groups = w->ne[1] / 8;
     const size_t group_bytes = static_cast<size_t>(row_bytes(w->type, w->ne[0])) * 8;
     const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(n_threads, groups / 64 + 1)));
     const auto repack_share = [&](int t) {
       const int64_t g0 = groups * t / nt, g1 = groups * (t + 1) / nt;
-      job.k->repack(w->data + static_cast<size_t>(g0) * group_bytes, dst + static_cast<size_t>(g0) * group_bytes,
-                    w->ne[0], (g1 - g0) * 8);
+      item.kernels->repack(w->data + static_cast<size_t>(g0) * group_bytes, dst + static_cast<size_t>(g0) * group_bytes,
+                           w->ne[0], (g1 - g0) * 8);
     };
     std::vector<std::thread> pool;
     pool.reserve(static_cast<size_t>(nt));
@@ -150,16 +117,89 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
     }
     for (auto& th : pool) th.join();
     drop_pages(droppable, w->data, w->nbytes, page);
-    store->index_[w->data] = Packed{dst, job.k};
-    store->packed_bytes_ += static_cast<int64_t>(w->nbytes);
   }
   // Once more at the end: reading a tensor maps its neighbours' pages too (the kernel's fault-
   // around maps a whole aligned window of cached pages), including tensors dropped before.
-  for (const Job& job : jobs) drop_pages(droppable, job.w->data, job.w->nbytes, page);
-  GX_LOG_INFO("cpu: repacked " + std::to_string(store->index_.size()) + " weights (" +
-              std::to_string(store->packed_bytes_ >> 20) + " MiB), " + std::to_string(store->huge_page_bytes_ >> 20) +
+  release_originals(plan);
+}
+
+void CpuWeightStore::release_originals(const Plan& plan) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const auto p = static_cast<uintptr_t>(page);
+  const Ranges droppable = shared_file_ranges();
+  for (const PlanItem& item : plan.items) {
+    const uint8_t* data = item.weight->data;
+    const size_t bytes = item.weight->nbytes;
+    const auto begin = (reinterpret_cast<uintptr_t>(data) + p - 1) / p * p;
+    const auto end = (reinterpret_cast<uintptr_t>(data) + bytes) / p * p;
+    if (end <= begin || !inside(droppable, begin, end)) continue;
+    // One read per 2 MiB where the page cache holds the page (mincore), then the drop. A large
+    // page-cache folio that was never mapped here stays whole, and on Linux 6.18 a later read
+    // of a small tensor beside it (a norm) maps all of its 2 MiB: without this, a load that
+    // skipped the repack (a packed-weights cache hit) kept 66 MiB of the 1B Q4_0 file resident
+    // next to the cache; with it 18 MiB (3.8 MiB after a repack, which reads every page). Pages
+    // not cached are not read (no disk reads for this).
+    volatile uint8_t sink = 0;
+    for (uintptr_t a = begin; a < end; a += kHugePage) {
+      unsigned char resident = 0;
+      if (::mincore(reinterpret_cast<void*>(a), 1, &resident) == 0 && (resident & 1) != 0) {
+        sink = static_cast<uint8_t>(sink + *reinterpret_cast<const volatile uint8_t*>(a));
+      }
+    }
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+}
+
+std::shared_ptr<const CpuWeightStore> CpuWeightStore::adopt(const Plan& plan, void* map, size_t map_bytes,
+                                                            const uint8_t* data, int64_t huge_page_bytes) {
+  auto store = std::make_shared<CpuWeightStore>();
+  store->arena_.base = map;
+  store->arena_.bytes = map_bytes;
+  store->huge_page_bytes_ = huge_page_bytes;
+  for (const PlanItem& item : plan.items) {
+    store->index_[item.weight->data] = Packed{data + item.offset, item.kernels};
+    store->packed_bytes_ += static_cast<int64_t>(item.weight->nbytes);
+  }
+  return store;
+}
+
+Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
+    std::span<const graph::WeightRef* const> weights, int n_threads) {
+  const Plan p = plan(weights);
+  if (p.items.empty()) return std::shared_ptr<const CpuWeightStore>(std::make_shared<CpuWeightStore>());
+  const long page = ::sysconf(_SC_PAGESIZE);
+
+  // One anonymous mapping, its start on a 2 MiB boundary: a decode step streams every packed
+  // weight once, and with 2 MiB pages (MADV_HUGEPAGE, asked before anything is written) that
+  // stream takes a TLB miss per 2 MiB instead of per 4 KiB. The mapping ends at the last 4 KiB
+  // page of the weights, so the partial 2 MiB at the end stays in small pages and resident
+  // memory is the weights' size either way. GENIEX_HUGEPAGES=0 turns the advice off.
+  const size_t bytes = (p.bytes + static_cast<size_t>(page) - 1) / static_cast<size_t>(page) * static_cast<size_t>(page);
+  void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) {
+    return make_error(ErrorCode::OutOfMemory, "cpu: cannot map " + std::to_string(bytes) + " bytes to repack " +
+                                                  std::to_string(p.items.size()) + " weights");
+  }
+  const auto raw_addr = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t base_addr = (raw_addr + kHugePage - 1) / kHugePage * kHugePage;
+  if (base_addr > raw_addr) ::munmap(raw, base_addr - raw_addr);
+  const uintptr_t tail = raw_addr + bytes + kHugePage - (base_addr + bytes);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(base_addr + bytes), tail);
+  auto* base = reinterpret_cast<uint8_t*>(base_addr);
+  int64_t huge = 0;
+#if defined(MADV_HUGEPAGE)
+  const size_t whole = bytes / kHugePage * kHugePage;
+  if (huge_pages_enabled() && whole > 0 && ::madvise(base, whole, MADV_HUGEPAGE) == 0) {
+    huge = static_cast<int64_t>(whole);
+  }
+#endif
+  // Owned from here on, so an exception below cannot leak the mapping.
+  std::shared_ptr<const CpuWeightStore> store = adopt(p, base, bytes, base, huge);
+  repack_into(p, base, n_threads);
+  GX_LOG_INFO("cpu: repacked " + std::to_string(store->size()) + " weights (" +
+              std::to_string(store->packed_bytes() >> 20) + " MiB), " + std::to_string(huge >> 20) +
               " MiB advised for 2 MiB pages");
-  return std::shared_ptr<const CpuWeightStore>(std::move(store));
+  return store;
 }
 
 const CpuWeightStore::Packed* CpuWeightStore::find(const void* original) const {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/cpu/packed.hpp"
 #include "core/result.hpp"
@@ -20,11 +21,45 @@ class CpuWeightStore {
     const cpu::PackedKernels* kernels = nullptr;
   };
 
-  // Repacks each weight that has a preferred layout on this CPU (using n_threads threads)
-  // and releases the file pages of the originals from this process (they are no longer read)
-  // where they are pages of a shared file mapping; originals anywhere else keep their bytes.
+  // The weights that get a packed layout on this CPU, in arena order: each at `offset` (a
+  // multiple of 64) in an arena of `bytes` (every packed size rounded up to 64). Tied weights
+  // (the same bytes named twice) appear once.
+  struct PlanItem {
+    const graph::WeightRef* weight = nullptr;
+    const cpu::PackedKernels* kernels = nullptr;
+    size_t offset = 0;
+  };
+  struct Plan {
+    std::vector<PlanItem> items;
+    size_t bytes = 0;
+  };
+  static Plan plan(std::span<const graph::WeightRef* const> weights);
+
+  // Repacks every item of `plan` to base + offset (base 64-byte aligned, plan.bytes long), rows
+  // split over n_threads threads, and releases the file pages of the originals from this
+  // process (they are no longer read) where they are pages of a shared file mapping; originals
+  // anywhere else keep their bytes.
+  static void repack_into(const Plan& plan, uint8_t* base, int n_threads);
+
+  // Releases the file pages of the plan's originals from this process where they are pages of
+  // a shared file mapping (repack_into does this as it goes; a store adopted from a cache file
+  // calls it once, for pages that reads of the model's other tensors mapped around them).
+  static void release_originals(const Plan& plan);
+
+  // A store over packed bytes already in place (plan item i at data + offset) inside the
+  // mapping [map, map + map_bytes), which the store unmaps when it goes (a mapped file of
+  // packed weights, see runtime/packed_cache.hpp). huge_page_bytes: the bytes advised for 2 MiB
+  // pages.
+  static std::shared_ptr<const CpuWeightStore> adopt(const Plan& plan, void* map, size_t map_bytes,
+                                                     const uint8_t* data, int64_t huge_page_bytes);
+
+  // plan(), an anonymous arena (2 MiB-aligned, advised MADV_HUGEPAGE unless GENIEX_HUGEPAGES=0)
+  // and repack_into(): each weight with a preferred layout on this CPU, packed at load.
   static Result<std::shared_ptr<const CpuWeightStore>> create(
       std::span<const graph::WeightRef* const> weights, int n_threads);
+
+  // False when GENIEX_HUGEPAGES=0 (no MADV_HUGEPAGE advice on packed weights).
+  static bool huge_pages_enabled();
 
   // The packed form of the weight whose file bytes start at `original`, or nullptr.
   const Packed* find(const void* original) const;
@@ -39,9 +74,9 @@ class CpuWeightStore {
   CpuWeightStore& operator=(const CpuWeightStore&) = delete;
 
  private:
-  // Every packed weight, in one anonymous mapping (unmapped with the store).
+  // Every packed weight, in one mapping (anonymous, or a file's; unmapped with the store).
   struct Arena {
-    uint8_t* base = nullptr;
+    void* base = nullptr;
     size_t bytes = 0;
     Arena() = default;
     Arena(const Arena&) = delete;
