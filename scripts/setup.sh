@@ -5,7 +5,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libutf8proc-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libutf8proc-dev libxxhash-dev
   clang libclang-rt-14-dev
   python3 python3-pip unzip
   pocl-opencl-icd ocl-icd-opencl-dev opencl-headers

@@ -144,6 +144,14 @@ cli_smoke() {
       || fail "geniex run --device gpu: $(cat "$tmp/gpu.err")"
     "$bin" run -m "$MODEL" -p "Name a primary color." -n 8 --temp 0 --no-stats >"$tmp/run2" || fail "geniex run (again)"
     cmp -s "$tmp/run1" "$tmp/run2" || fail "geniex run --temp 0 is not deterministic"
+    # The packed-weights cache: written by the first load, mapped by the second, same text.
+    for want in written hit; do
+      "$bin" run -m "$MODEL" -p "Name a primary color." -n 8 --temp 0 --packed-cache-dir "$tmp/packed" \
+        >"$tmp/run_$want" 2>"$tmp/run_$want.err" || fail "geniex run --packed-cache-dir: $(cat "$tmp/run_$want.err")"
+      grep -q "packed cache *$want" "$tmp/run_$want.err" || fail "geniex run --packed-cache-dir: not '$want': $(cat "$tmp/run_$want.err")"
+      cmp -s "$tmp/run1" "$tmp/run_$want" || fail "geniex run --packed-cache-dir ($want) gave other text"
+    done
+    rm -rf "$tmp/packed"
 
     "$bin" plan -m "$MODEL" -p 64 >"$tmp/plan" || fail "geniex plan"
     grep -q '^nodes: [0-9]* (' "$tmp/plan" || fail "geniex plan: no summary"

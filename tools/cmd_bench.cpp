@@ -365,6 +365,7 @@ int run(const BenchOptions& opts) {
             j["device"] = info.device;
             j["backends"] = info.backends;
             j["load_ms"] = info.load_ms;
+            j["packed_cache"] = info.packed_cache;
             fmt::print("{}\n", j.dump());
           } else {
             fmt::print("| {:<32} | {:>10} | {:>10} | {:<8} | {:>7} | {:>14} | {:>20} |\n", basename_of(info.path),
@@ -425,6 +426,7 @@ Command make_bench_command(CLI::App& root) {
           ->check(CLI::Range(-1, 1 << 20));
   add_gpu_memory_option(*app, opts->model.gpu_memory, layers);
   app->add_flag("--split-rows", opts->model.split_rows, "split large matmuls by rows between the GPU and CPU backends");
+  add_packed_cache_options(*app, opts->model);
   app->add_option("--seed", opts->seed, "seed of the random token ids")->capture_default_str();
   app->add_flag("--json", opts->json, "one JSON object per test and line instead of the table");
   return Command{app, [opts] { return run(*opts); }};

@@ -16,17 +16,26 @@
 
 namespace geniex::cli {
 
+namespace {
+std::string cache_root() {
+  if (const char* env = std::getenv("GENIEX_CACHE"); env && *env) return env;
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/geniex";
+  return ".cache/geniex";
+}
+}  // namespace
+
 std::string default_model_path() {
   if (const char* env = std::getenv("GENIEX_MODEL"); env && *env) return env;
-  std::string cache;
-  if (const char* env = std::getenv("GENIEX_CACHE"); env && *env) {
-    cache = env;
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    cache = std::string(home) + "/.cache/geniex";
-  } else {
-    cache = ".cache/geniex";
-  }
-  return cache + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  return cache_root() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+std::string default_packed_cache_dir() { return cache_root() + "/packed"; }
+
+void add_packed_cache_options(CLI::App& app, ModelOptions& opts) {
+  app.add_flag("--packed-cache", opts.packed_cache,
+               "keep the CPU's repacked weights in a cache file (" + default_packed_cache_dir() +
+                   ") that later loads of this model map instead of repacking");
+  app.add_option("--packed-cache-dir", opts.packed_cache_dir, "the packed-weights cache in this folder (implies --packed-cache)");
 }
 
 void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads, bool with_ctx,
@@ -59,6 +68,7 @@ void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads, boo
     add_gpu_memory_option(app, opts.gpu_memory, layers);
     app.add_flag("--split-rows", opts.split_rows,
                  "split large matmuls by rows between the GPU and CPU backends, run at once");
+    add_packed_cache_options(app, opts);  // the commands that load weights (tokenize does not)
   }
 }
 
@@ -88,8 +98,12 @@ Result<Model> load_model(const ModelOptions& opts) {
       .with_gpu_memory(gpu_memory)
       .with_row_split(opts.split_rows)
       .with_trace(opts.trace)
+      .with_packed_cache(!opts.packed_cache_dir.empty() ? opts.packed_cache_dir
+                         : opts.packed_cache          ? default_packed_cache_dir()
+                                                      : std::string())
       .build();
   if (model && !model->info().profile_warning.empty()) warn(model->info().profile_warning);
+  if (model && !model->info().packed_cache_note.empty()) warn("packed cache: " + model->info().packed_cache_note);
   return model;
 }
 
@@ -355,6 +369,10 @@ void print_generation_stats(const ModelInfo& info, const GenerationStats& stats)
              basename_of(info.path), info.device, backends.empty() ? "?" : backends, info.n_threads,
              info.n_ctx);
   fmt::print(stderr, "geniex: load time          {:10.2f} ms\n", info.load_ms);
+  if (info.packed_cache != "off") {
+    fmt::print(stderr, "geniex: packed cache       {:>10} {}\n", info.packed_cache,
+               info.packed_cache_path.empty() ? info.packed_cache_note : info.packed_cache_path);
+  }
   fmt::print(stderr, "geniex: prompt tokens      {:10d}", stats.prompt_tokens);
   if (stats.reused_prompt_tokens > 0) {
     fmt::print(stderr, " ({} reused from cache)", stats.reused_prompt_tokens);

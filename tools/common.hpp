@@ -54,9 +54,16 @@ struct ModelOptions {
   std::string gpu_memory;   // --gpu-memory SIZE: memory budget of the GPU backend ("": none)
   bool split_rows = false;  // --split-rows: large MatMuls split by rows between GPU and CPU
   std::string trace;        // --trace FILE (commands that offer it): Chrome trace of the run
+  bool packed_cache = false;     // --packed-cache: the packed-weights cache in default_packed_cache_dir()
+  std::string packed_cache_dir;  // --packed-cache-dir DIR: the cache in DIR
 };
 void add_model_options(CLI::App& app, ModelOptions& opts, bool with_threads = true,
                        bool with_ctx = true, bool with_device = true);
+// --packed-cache and --packed-cache-dir (part of add_model_options; for commands with their own
+// model flags).
+void add_packed_cache_options(CLI::App& app, ModelOptions& opts);
+// ${GENIEX_CACHE:-$HOME/.cache/geniex}/packed
+std::string default_packed_cache_dir();
 Result<Model> load_model(const ModelOptions& opts);
 
 std::string format_bytes(double bytes);  // (declared again below with the other helpers)

@@ -90,6 +90,13 @@ struct ModelInfo {
   std::vector<std::string> backends;        // backends in use, in preference order
   std::vector<std::string> device_notes;    // one line per fallback, e.g. "npu: not available ..."
   double load_ms = 0;
+  // The packed-weights cache (with_packed_cache): "off", "hit" (packed weights mapped from
+  // packed_cache_path), "written" (repacked into a new cache file there) or "unavailable"
+  // (repacked in memory; packed_cache_note says why). packed_cache_note also says why a cache
+  // file was rebuilt.
+  std::string packed_cache = "off";
+  std::string packed_cache_path;
+  std::string packed_cache_note;
   int64_t kv_cache_bytes = 0;
   std::string kv_cache_type;  // "f16" or "f32"
   std::string profile;          // device profile the cost model uses: its path, or "built-in defaults"
@@ -229,6 +236,15 @@ class ModelBuilder {
   // sessions to path when the Model and its sessions are gone: one row per backend queue, an
   // event per split and copy. "" (default): off. build() fails if path cannot be written.
   ModelBuilder& with_trace(std::string path);
+  // Packed-weights cache: the CPU backend's repacked weights are written once to a file in
+  // `dir` (created if missing; about the size of the model's packed weights) and mapped by
+  // later loads of the same file on the same kind of CPU, which then skip the repack and the
+  // fresh memory it fills (ModelInfo::packed_cache says which happened). The file is checked
+  // at every load (model file identity, GenieX's layouts, a checksum of every byte) and
+  // rebuilt when anything differs; one file per model path is kept. A cache that cannot be
+  // read or written never fails the build: the weights are repacked in memory. "" (default):
+  // off.
+  ModelBuilder& with_packed_cache(std::string dir);
   Result<Model> build() const;
 
  private:
@@ -243,6 +259,7 @@ class ModelBuilder {
   std::string profile_path_;
   bool row_split_ = false;
   std::string trace_path_;
+  std::string packed_cache_dir_;
 };
 
 // Library version, "0.1.0".

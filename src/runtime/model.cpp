@@ -9,6 +9,7 @@
 
 #include "convert/hf_import.hpp"
 #include "runtime/impl.hpp"
+#include "runtime/packed_cache.hpp"
 #include "sched/cost_model.hpp"
 #include "sched/profile.hpp"
 
@@ -81,6 +82,10 @@ ModelBuilder& ModelBuilder::with_trace(std::string path) {
   trace_path_ = std::move(path);
   return *this;
 }
+ModelBuilder& ModelBuilder::with_packed_cache(std::string dir) {
+  packed_cache_dir_ = std::move(dir);
+  return *this;
+}
 ModelBuilder& ModelBuilder::with_profile(std::string path) {
   profile_path_ = std::move(path);
   return *this;
@@ -107,7 +112,8 @@ Result<Model> ModelBuilder::build() const {
   // A lambda inside the friend's member can reach Model's private constructor.
   auto build_model = [](const std::string& path, Device device, int32_t n_threads,
                         int32_t n_ctx, KvCacheType kv_type, const std::string& load_type,
-                        int32_t gpu_layers, int64_t gpu_memory, const std::string& profile_path) -> Result<Model> {
+                        int32_t gpu_layers, int64_t gpu_memory, const std::string& profile_path,
+                        const std::string& packed_cache_dir) -> Result<Model> {
   const auto t0 = std::chrono::steady_clock::now();
   if (n_threads < 0) return make_error(ErrorCode::InvalidArgument, "threads must be >= 0");
   if (gpu_layers < -1) return make_error(ErrorCode::InvalidArgument, "gpu layers must be >= 0 (or -1: cost model)");
@@ -166,7 +172,14 @@ Result<Model> ModelBuilder::build() const {
   impl->backend_names = res.backend_names;
   {
     const std::vector<const graph::WeightRef*> weights = impl->arch->weights();
-    GX_ASSIGN_OR_RETURN(impl->cpu_weights, backends::CpuWeightStore::create(weights, impl->n_threads));
+    // A Hugging Face folder is imported into memory: no file to key a packed-weights cache.
+    const std::string source = convert::is_hf_folder(path) ? std::string() : path;
+    GX_ASSIGN_OR_RETURN(runtime::PackedLoad packed,
+                        runtime::load_packed_weights(weights, impl->n_threads, source, packed_cache_dir));
+    impl->cpu_weights = std::move(packed.store);
+    impl->info.packed_cache = std::move(packed.status);
+    impl->info.packed_cache_path = std::move(packed.path);
+    impl->info.packed_cache_note = std::move(packed.note);
   }
 
   ModelInfo& info = impl->info;
@@ -255,7 +268,7 @@ Result<Model> ModelBuilder::build() const {
   };
   try {
     GX_ASSIGN_OR_RETURN(Model model, build_model(path_, device_, n_threads_, n_ctx_, kv_type_, load_type_,
-                                                 gpu_layers_, gpu_memory_, profile_path_));
+                                                 gpu_layers_, gpu_memory_, profile_path_, packed_cache_dir_));
     model.impl_->row_split = row_split_;
     if (!trace_path_.empty()) {
       GX_TRY(sched::TraceRecorder().write(trace_path_));  // fail now, not when the trace is due
