@@ -33,7 +33,6 @@ constexpr size_t kActBsums = 4 + 256;
 constexpr size_t kQ4KBlock = 1152;  // group block: 8 rows x one super-block
 constexpr size_t kQ5KBlock = 1408;  // Q4_Kx8 plus 8 chunks of qh
 constexpr size_t kQ6KBlock = 1680;  // d, 4 scale chunks, 32 ql chunks, 16 qh chunks
-constexpr int kColTile = 4;
 // Q4_K's tile takes 6 columns per weight load (its registers fit: no column's min sum is live
 // through the main loop): 6-7% more GOP/s than 4 on a Zen 4 (bench/LOG.md, twenty-sixth
 // session).
