@@ -41,9 +41,11 @@ class CpuWeightStore {
   // anywhere else keep their bytes.
   static void repack_into(const Plan& plan, uint8_t* base, int n_threads);
 
-  // Releases the file pages of the plan's originals from this process where they are pages of
-  // a shared file mapping (repack_into does this as it goes; a store adopted from a cache file
-  // calls it once, for pages that reads of the model's other tensors mapped around them).
+  // For a load that will not read the plan's originals (a packed-weights cache hit): releases
+  // their file pages from this process where they are pages of a shared file mapping, reading
+  // one byte per 2 MiB first where the page cache holds it, so that later reads of the model's
+  // other tensors beside them map small windows, not whole 2 MiB folios (weight_store.cpp).
+  // Call it before the packed copy comes in: its reads map memory for a moment.
   static void release_originals(const Plan& plan);
 
   // A store over packed bytes already in place (plan item i at data + offset) inside the
