@@ -35,7 +35,6 @@ using backends::CpuWeightStore;
 
 constexpr uint32_t kVersion = 1;
 constexpr uint32_t kAlignment = 64;  // the plan's offsets are multiples of 64
-constexpr size_t kHugePage = size_t{2} << 20;
 constexpr size_t kChecksumChunk = size_t{8} << 20;
 constexpr uint64_t kFreeSpaceMargin = uint64_t{256} << 20;  // left free on the cache's disk
 constexpr auto kStaleTempAge = std::chrono::hours(1);
@@ -66,38 +65,6 @@ uint64_t layout_fingerprint(const cpu::PackedKernels* k, DType type) {
   }
   k->repack(src.data(), dst.data(), 256, 8);
   return XXH3_64bits(dst.data(), dst.size());
-}
-
-// A shared mapping of `bytes` of fd that starts on a 2 MiB boundary (so the page cache's 2 MiB
-// folios can be mapped whole), or nullptr.
-uint8_t* map_aligned(int fd, size_t bytes, int prot) {
-  void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto raw_addr = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t addr = (raw_addr + kHugePage - 1) / kHugePage * kHugePage;
-  void* p = ::mmap(reinterpret_cast<void*>(addr), bytes, prot, MAP_SHARED | MAP_FIXED, fd, 0);
-  if (p == MAP_FAILED) {
-    ::munmap(raw, bytes + kHugePage);
-    return nullptr;
-  }
-  const long page = ::sysconf(_SC_PAGESIZE);
-  const uintptr_t end = addr + (bytes + static_cast<size_t>(page) - 1) / static_cast<size_t>(page) * static_cast<size_t>(page);
-  if (addr > raw_addr) ::munmap(raw, addr - raw_addr);
-  if (raw_addr + bytes + kHugePage > end) ::munmap(reinterpret_cast<void*>(end), raw_addr + bytes + kHugePage - end);
-  return static_cast<uint8_t*>(p);
-}
-
-int64_t advise_huge(uint8_t* map, size_t bytes) {
-#if defined(MADV_HUGEPAGE)
-  const size_t whole = bytes / kHugePage * kHugePage;
-  if (CpuWeightStore::huge_pages_enabled() && whole > 0 && ::madvise(map, whole, MADV_HUGEPAGE) == 0) {
-    return static_cast<int64_t>(whole);
-  }
-#else
-  (void)map;
-  (void)bytes;
-#endif
-  return 0;
 }
 
 // A mapping owned until released to a store.
@@ -138,10 +105,10 @@ Result<Mapping> map_cache(const std::string& path, const CpuWeightStore::Plan& p
   }
   Mapping m;
   m.bytes = static_cast<size_t>(st.st_size);
-  m.base = map_aligned(fd, m.bytes, PROT_READ);
+  m.base = CpuWeightStore::map_2mib_aligned(fd, m.bytes, PROT_READ);
   ::close(fd);
   if (m.base == nullptr) return make_error(ErrorCode::IoError, sys_error("cannot map", path));
-  m.huge = advise_huge(m.base, m.bytes);
+  m.huge = CpuWeightStore::advise_huge_pages(m.base, m.bytes);
   GX_ASSIGN_OR_RETURN(m.data_offset, check_packed_cache(MappedFile::view(m.base, m.bytes, path), plan, key, n_threads));
   return m;
 }
@@ -227,12 +194,12 @@ Result<Mapping> write_cache(const fs::path& dir, const std::string& name, const 
   Mapping m;
   m.bytes = static_cast<size_t>(file_bytes);
   m.data_offset = data_offset;
-  m.base = map_aligned(fd, m.bytes, PROT_READ | PROT_WRITE);
+  m.base = CpuWeightStore::map_2mib_aligned(fd, m.bytes, PROT_READ | PROT_WRITE);
   ::close(fd);
   if (m.base == nullptr) return make_error(ErrorCode::IoError, sys_error("cannot map", temp_path.string()));
   // Advised before anything is written, so the page cache takes 2 MiB folios for the file and
   // later mappings of it map them whole, as the anonymous arena's huge pages were.
-  m.huge = advise_huge(m.base, m.bytes);
+  m.huge = CpuWeightStore::advise_huge_pages(m.base, m.bytes);
   CpuWeightStore::repack_into(plan, m.base + data_offset, n_threads);
   w.set_u64(kKeyChecksum, packed_checksum(m.base + data_offset, static_cast<size_t>(data_size), n_threads));
   const std::vector<uint8_t> final_header = w.header_bytes(&offsets, &data_size);

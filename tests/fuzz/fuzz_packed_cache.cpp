@@ -27,18 +27,17 @@ struct Fixture {
   std::vector<uint8_t> valid;
 
   Fixture() {
-    wa.name = "blk.0.attn_q.weight";
-    wa.type = geniex::DType::Q4_0;
-    wa.ne[0] = 64;
-    wa.ne[1] = 8;
-    wa.data = a;
-    wa.nbytes = sizeof a;
-    wb.name = "blk.0.ffn_down.weight";
-    wb.type = geniex::DType::Q8_0;
-    wb.ne[0] = 32;
-    wb.ne[1] = 16;
-    wb.data = b;
-    wb.nbytes = sizeof b;
+    const auto set = [](geniex::graph::WeightRef& w, const char* name, geniex::DType type, int64_t n, int64_t rows,
+                        const uint8_t* bytes, size_t nbytes) {
+      w.name = name;
+      w.type = type;
+      w.ne[0] = n;
+      w.ne[1] = rows;
+      w.data = bytes;
+      w.nbytes = nbytes;
+    };
+    set(wa, "blk.0.attn_q.weight", geniex::DType::Q4_0, 64, 8, a, sizeof a);
+    set(wb, "blk.0.ffn_down.weight", geniex::DType::Q8_0, 32, 16, b, sizeof b);
     plan.items.push_back({&wa, nullptr, 0});
     plan.items.push_back({&wb, nullptr, 320});
     plan.bytes = 320 + 576;

@@ -64,14 +64,47 @@ void drop_pages(const Ranges& droppable, const uint8_t* data, size_t bytes, long
 
 constexpr size_t kHugePage = size_t{2} << 20;
 
-}  // namespace
-
-bool CpuWeightStore::huge_pages_enabled() {
+bool huge_pages_enabled() {
   static const bool enabled = [] {
     const char* e = std::getenv("GENIEX_HUGEPAGES");
     return e == nullptr || std::string(e) != "0";
   }();
   return enabled;
+}
+
+}  // namespace
+
+uint8_t* CpuWeightStore::map_2mib_aligned(int fd, size_t bytes, int prot) {
+  // A reservation 2 MiB longer, the mapping placed over its first 2 MiB boundary, the rest of
+  // the reservation given back.
+  void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto raw_addr = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t addr = (raw_addr + kHugePage - 1) / kHugePage * kHugePage;
+  const int flags = fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED : MAP_SHARED | MAP_FIXED;
+  void* p = ::mmap(reinterpret_cast<void*>(addr), bytes, prot, flags, fd, 0);
+  if (p == MAP_FAILED) {
+    ::munmap(raw, bytes + kHugePage);
+    return nullptr;
+  }
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t end = addr + (bytes + page - 1) / page * page;
+  if (addr > raw_addr) ::munmap(raw, addr - raw_addr);
+  if (raw_addr + bytes + kHugePage > end) ::munmap(reinterpret_cast<void*>(end), raw_addr + bytes + kHugePage - end);
+  return static_cast<uint8_t*>(p);
+}
+
+int64_t CpuWeightStore::advise_huge_pages(uint8_t* base, size_t bytes) {
+#if defined(MADV_HUGEPAGE)
+  const size_t whole = bytes / kHugePage * kHugePage;
+  if (huge_pages_enabled() && whole > 0 && ::madvise(base, whole, MADV_HUGEPAGE) == 0) {
+    return static_cast<int64_t>(whole);
+  }
+#else
+  (void)base;
+  (void)bytes;
+#endif
+  return 0;
 }
 
 CpuWeightStore::Arena::~Arena() {
@@ -177,24 +210,12 @@ Result<std::shared_ptr<const CpuWeightStore>> CpuWeightStore::create(
   // page of the weights, so the partial 2 MiB at the end stays in small pages and resident
   // memory is the weights' size either way. GENIEX_HUGEPAGES=0 turns the advice off.
   const size_t bytes = (p.bytes + static_cast<size_t>(page) - 1) / static_cast<size_t>(page) * static_cast<size_t>(page);
-  void* raw = ::mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) {
+  uint8_t* base = map_2mib_aligned(-1, bytes, PROT_READ | PROT_WRITE);
+  if (base == nullptr) {
     return make_error(ErrorCode::OutOfMemory, "cpu: cannot map " + std::to_string(bytes) + " bytes to repack " +
                                                   std::to_string(p.items.size()) + " weights");
   }
-  const auto raw_addr = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t base_addr = (raw_addr + kHugePage - 1) / kHugePage * kHugePage;
-  if (base_addr > raw_addr) ::munmap(raw, base_addr - raw_addr);
-  const uintptr_t tail = raw_addr + bytes + kHugePage - (base_addr + bytes);
-  if (tail > 0) ::munmap(reinterpret_cast<void*>(base_addr + bytes), tail);
-  auto* base = reinterpret_cast<uint8_t*>(base_addr);
-  int64_t huge = 0;
-#if defined(MADV_HUGEPAGE)
-  const size_t whole = bytes / kHugePage * kHugePage;
-  if (huge_pages_enabled() && whole > 0 && ::madvise(base, whole, MADV_HUGEPAGE) == 0) {
-    huge = static_cast<int64_t>(whole);
-  }
-#endif
+  const int64_t huge = advise_huge_pages(base, bytes);
   // Owned from here on, so an exception below cannot leak the mapping.
   std::shared_ptr<const CpuWeightStore> store = adopt(p, base, bytes, base, huge);
   repack_into(p, base, n_threads);

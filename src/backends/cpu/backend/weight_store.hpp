@@ -60,8 +60,13 @@ class CpuWeightStore {
   static Result<std::shared_ptr<const CpuWeightStore>> create(
       std::span<const graph::WeightRef* const> weights, int n_threads);
 
-  // False when GENIEX_HUGEPAGES=0 (no MADV_HUGEPAGE advice on packed weights).
-  static bool huge_pages_enabled();
+  // A mapping of `bytes` that starts on a 2 MiB boundary, so that 2 MiB pages (anonymous ones,
+  // or a file's 2 MiB page-cache folios) can back it: anonymous and private when fd < 0, else
+  // fd's first `bytes`, shared. nullptr when mmap fails; munmap(base, bytes) releases it.
+  static uint8_t* map_2mib_aligned(int fd, size_t bytes, int prot);
+  // MADV_HUGEPAGE on the whole 2 MiB pages of [base, base + bytes), unless GENIEX_HUGEPAGES=0;
+  // returns the bytes advised.
+  static int64_t advise_huge_pages(uint8_t* base, size_t bytes);
 
   // The packed form of the weight whose file bytes start at `original`, or nullptr.
   const Packed* find(const void* original) const;
