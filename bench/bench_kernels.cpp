@@ -101,8 +101,11 @@ BENCHMARK(BM_gemm)->Apply(gemm_args)->Unit(benchmark::kMicrosecond);
 // 4 the same layouts with the AMX-INT8 gemm: packed_tiles_amx.cpp, 5 the same layouts with the
 // AVX-VNNI tiles: packed_tiles_avxvnni.cpp, 6 the same layouts with 16-row zmm tiles:
 // packed_tiles16_avx512vnni.cpp, 7 the AVX2 Q4_0 / Q4_1 gemm with 8 x 4 tiles only, 8 the K
-// layouts' 8-row VNNI tiles EVEX-encoded on ymm: packed_k_tiles8_avx512vnni.cpp).
-constexpr const char* kIsas[] = {"avx2", "avx512", "avx512vnni", "avx2", "amx", "avxvnni", "avx512vnni16", "avx2x8", "avx512vnni8"};
+// layouts' 8-row VNNI tiles EVEX-encoded on ymm: packed_k_tiles8_avx512vnni.cpp, 9 and 10 isa 6
+// with one column through the 8-row or through the 16-row tiles, whichever this CPU would take).
+constexpr const char* kIsas[] = {"avx2",       "avx512",          "avx512vnni",      "avx2",
+                                 "amx",        "avxvnni",         "avx512vnni16",    "avx2x8",
+                                 "avx512vnni8", "avx512vnni16-d8", "avx512vnni16-d16"};
 
 void BM_gemm_packed(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
@@ -158,23 +161,27 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
   }
   // Decode from L2: 256 x 2048 (128-430 KiB of weights), the kernel's own rate. The 8192 x 2048
   // cases sit in an L3 that other tenants of a VM share, so they drift 20-33 GB/s run to run.
-  // K types at isa 3 and 8 (one column on isa 6 runs one of those: packed_kernels_k8_edge).
+  // K types also at isa 8 (one column on isa 9 runs it or AVX-VNNI's: packed_kernels_k8_edge).
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
     b->Args({static_cast<int64_t>(t), 256, 2048, 1, 3});
-    b->Args({static_cast<int64_t>(t), 256, 2048, 1, k_quant ? 8 : 6});
+    if (k_quant) b->Args({static_cast<int64_t>(t), 256, 2048, 1, 8});
+    b->Args({static_cast<int64_t>(t), 256, 2048, 1, 9});
+    b->Args({static_cast<int64_t>(t), 256, 2048, 1, 10});
   }
   // Decode from DRAM: 64-150 MiB of weights, past the last-level cache (the cases above fit
   // in it), to read against BM_read_bandwidth.
   for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 3});
-    b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 6});
+    b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 9});
+    b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 10});
     const bool k_quant = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
     if (k_quant) {
       b->Args({static_cast<int64_t>(t), 65536, 2048, 1, 8});
     } else {  // 576-element rows: K-quant rows need n % 256 == 0
       b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 3});
-      b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 6});
+      b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 9});
+      b->Args({static_cast<int64_t>(t), 65536 * 3, 576, 1, 10});
     }
   }
   b->ArgNames({"type", "rows", "n", "cols", "isa"});
@@ -226,9 +233,9 @@ void BM_gemm_packed_2t(benchmark::State& state) {
       static_cast<double>(state.iterations()) * static_cast<double>(p.w.size()) / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_gemm_packed_2t)
-    ->ArgsProduct({{static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q8_0)}, {3, 6}})
+    ->ArgsProduct({{static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q8_0)}, {3, 9, 10}})
     ->ArgsProduct({{static_cast<int64_t>(DType::Q4_K), static_cast<int64_t>(DType::Q5_K), static_cast<int64_t>(DType::Q6_K)},
-                   {3, 8}})  // one K column on isa 6 runs one of these (packed_kernels_k8_edge)
+                   {3, 8, 9, 10}})  // one K column on isa 9 runs isa 8's or AVX-VNNI's tiles
     ->ArgNames({"type", "isa"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -16,6 +16,9 @@ struct CpuFeatures {
   // AMX tiles with int8 dot products, usable by this process: the CPU has them, the OS saves
   // their state (XCR0) and Linux granted the permission (arch_prctl ARCH_REQ_XCOMP_PERM).
   bool amx_int8 = false;
+  // The CPUID vendor is AuthenticAMD or HygonGenuine (Zen cores): kernel choices that were
+  // measured to differ between AMD and Intel cores read it (not a feature; never masked).
+  bool amd = false;
   bool neon = false;
   bool arm_dotprod = false;
   bool arm_i8mm = false;

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernels.hpp"
@@ -254,7 +255,8 @@ void check_same_bits(DType t, const char* isa) {
   ASSERT_NE(ref, nullptr);
   std::mt19937 rng = test::make_rng(0x4a11u + static_cast<uint32_t>(t));
   std::vector<Case> cases = {{32, 16, 16},  {64, 32, 33},  {96, 24, 17},   {576, 48, 64},  {2048, 16, 40},
-                             {160, 40, 31}, {8192, 16, 16}, {1536, 64, 48}, {288, 8, 20},   {64, 16, 15}};
+                             {160, 40, 31}, {8192, 16, 16}, {1536, 64, 48}, {288, 8, 20},   {64, 16, 15},
+                             {576, 48, 1},  {2048, 40, 1}};  // one column (decode): pairs and an odd group
   for (int i = 0; i < 10; ++i) {
     cases.push_back({32 * static_cast<int64_t>(1 + rng() % 70), 8 * static_cast<int64_t>(1 + rng() % 10),
                      static_cast<int64_t>(1 + rng() % 70)});
@@ -346,6 +348,9 @@ void check_avx512vnni16(DType t) {
     EXPECT_EQ(cpu::packed_kernels_for(t, 256, 64), cpu::packed_kernels_for_isa(t, "avx512vnni16"));
   }
   check_same_bits(t, "avx512vnni16");
+  // Both decode choices (kernels_internal.hpp's DecodeRows), whichever this CPU takes.
+  check_same_bits(t, "avx512vnni16-d8");
+  check_same_bits(t, "avx512vnni16-d16");
 }
 
 TEST(Avx512Vnni16Packed, Q4_0) { check_avx512vnni16(DType::Q4_0); }
@@ -353,6 +358,29 @@ TEST(Avx512Vnni16Packed, Q4_1) { check_avx512vnni16(DType::Q4_1); }
 TEST(Avx512Vnni16Packed, Q8_0) { check_avx512vnni16(DType::Q8_0); }
 TEST(Avx512Vnni16Packed, Q5_0) { check_avx512vnni16(DType::Q5_0); }
 TEST(Avx512Vnni16Packed, Q5_1) { check_avx512vnni16(DType::Q5_1); }
+
+// The CPU's decode choice for these tiles: the 8-row tiles on AMD, the 16-row ones elsewhere,
+// unless GENIEX_DECODE_ROWS=8 or 16 was set when the process started; one layout either way.
+TEST(Avx512Vnni16Packed, DecodeRowsChoice) {
+  const CpuFeatures& f = cpu_features();
+  if (!(f.avx512f && f.avx512bw && f.avx512vnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  const char* env = std::getenv("GENIEX_DECODE_ROWS");
+  const std::string set = env != nullptr ? env : "";
+  const bool rows16 = set == "16" || (set != "8" && !f.amd);
+  for (DType t : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(t));
+    const cpu::PackedKernels* d8 = cpu::packed_kernels_for_isa(t, "avx512vnni16-d8");
+    const cpu::PackedKernels* d16 = cpu::packed_kernels_for_isa(t, "avx512vnni16-d16");
+    ASSERT_NE(d8, nullptr);
+    ASSERT_NE(d16, nullptr);
+    EXPECT_NE(d8->gemm, d16->gemm);
+    EXPECT_STREQ(d8->name, d16->name);  // the packed-weights cache keys on the layout's name
+    EXPECT_EQ(d8->repack, d16->repack);
+    EXPECT_EQ(cpu::packed_kernels_for_isa(t, "avx512vnni16"), rows16 ? d16 : d8);
+  }
+  EXPECT_EQ(cpu::packed_kernels_for_isa(DType::Q4_0, "avx512vnni16-d4"), nullptr);
+  EXPECT_EQ(cpu::packed_kernels_for_isa(DType::Q4_0, "avx512vnni16x"), nullptr);
+}
 
 // The AVX2 gemm's two tile shapes: Q4_0 / Q4_1 batches go through 16-row tiles (pairs of 8-row
 // groups, 3 columns), an odd last group and decode through the 8 x 4 tiles; "avx2x8" is the

@@ -220,7 +220,8 @@ void check_k_same_bits(DType t, Fill fill, const char* isa) {
   std::mt19937 rng = test::make_rng(0x4b00u + static_cast<uint32_t>(t) * 16 + static_cast<uint32_t>(fill));
   struct Shape { int64_t k, rows, cols; };
   const Shape shapes[] = {{256, 16, 16},  {512, 24, 33}, {2304, 32, 17}, {1536, 40, 48},
-                          {256, 136, 20}, {768, 16, 64}, {512, 8, 40},   {1024, 48, 15}};
+                          {256, 136, 20}, {768, 16, 64}, {512, 8, 40},   {1024, 48, 15},
+                          {2048, 48, 1},  {512, 40, 1}};  // one column (decode): pairs and an odd group
   for (const Shape s : shapes) {
     SCOPED_TRACE(testing::Message() << dtype_name(t) << " k=" << s.k << " rows=" << s.rows << " cols=" << s.cols
                                     << " fill=" << static_cast<int>(fill));
@@ -283,6 +284,9 @@ void check_avx512vnni16_k(DType t, Fill fill) {
   const CpuFeatures& f = cpu_features();
   if (!(f.avx512f && f.avx512bw && f.avx512vnni && f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   check_k_same_bits(t, fill, "avx512vnni16");
+  // Both decode choices (kernels_internal.hpp's DecodeRows), whichever this CPU takes.
+  check_k_same_bits(t, fill, "avx512vnni16-d8");
+  check_k_same_bits(t, fill, "avx512vnni16-d16");
 }
 
 // The 8-row K tiles with EVEX-encoded VNNI on ymm (packed_k_tiles8_avx512vnni.cpp): skipped

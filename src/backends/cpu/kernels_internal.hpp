@@ -76,10 +76,19 @@ namespace avx512vnni {
 const PackedKernels* packed_kernels(DType t);
 // The AVX2 packed layouts of Q4_0, Q4_1, Q8_0, Q5_0, Q5_1 (same repack and row read-back, same
 // bits) with 16-row zmm tiles, two 8-row groups per register (packed_tiles16_avx512vnni.cpp).
-const PackedKernels* packed_kernels_16(DType t);
+//
+// How their one-column (decode) calls read the weights, the same bits either way: kRows8 through
+// the 8-row tiles, one group after the other as one stream; kRows16 through the 16-row tiles, two
+// groups side by side. On a Zen 4 kRows16 got half of kRows8's bandwidth from DRAM; on an Intel
+// Xeon (AMX) kRows16 was faster from L2 and from DRAM (bench/LOG.md, twenty-fourth and
+// thirty-first sessions). Q6_K takes the 8-row tile either way. decode_rows() is this CPU's
+// choice: GENIEX_DECODE_ROWS=8 or 16 where set (read once), else kRows8 on AMD, kRows16 elsewhere.
+enum class DecodeRows { kRows8, kRows16 };
+DecodeRows decode_rows();
+const PackedKernels* packed_kernels_16(DType t, DecodeRows d = decode_rows());
 // The K layouts of Q4_K, Q5_K and Q6_K (packed_k.cpp's repack, same bits as
 // avx2::packed_kernels_k) with 16-row zmm tiles (packed_k_tiles16_avx512vnni.cpp).
-const PackedKernels* packed_kernels_k16(DType t);
+const PackedKernels* packed_kernels_k16(DType t, DecodeRows d = decode_rows());
 // The same K layouts with their 8-row VNNI tiles (packed_k_tiles_avx2.hpp) EVEX-encoded on ymm
 // (packed_k_tiles8_avx512vnni.cpp): AVX-VNNI's tiles for CPUs with AVX-512 VNNI but no AVX-VNNI
 // (Zen 4, Ice Lake, Tiger Lake). Same bits as avx2::packed_kernels_k.

@@ -295,6 +295,21 @@ const PackedKernels* packed_kernels_k8_edge(DType t) {
 }
 #endif
 
+#if defined(GENIEX_HAVE_AVX2_KERNELS)
+namespace avx512vnni {
+DecodeRows decode_rows() {
+  static const DecodeRows rows = [] {
+    if (const char* env = std::getenv("GENIEX_DECODE_ROWS")) {
+      if (std::strcmp(env, "8") == 0) return DecodeRows::kRows8;
+      if (std::strcmp(env, "16") == 0) return DecodeRows::kRows16;
+    }
+    return cpu_features().amd ? DecodeRows::kRows8 : DecodeRows::kRows16;
+  }();
+  return rows;
+}
+}  // namespace avx512vnni
+#endif
+
 const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
   if (isa == nullptr) return nullptr;
 #if defined(GENIEX_HAVE_AVX2_KERNELS)
@@ -306,12 +321,22 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
     return avx512::packed_kernels_k(t);  // Q6_K: the AVX2 K layout with a 16-row decode tile
   }
   if (std::strcmp(isa, "avx512vnni") == 0) return avx512 && f.avx512vnni ? avx512vnni::packed_kernels(t) : nullptr;
-  if (std::strcmp(isa, "avx512vnni16") == 0) {
+  // "avx512vnni16": the 16-row zmm tiles with this CPU's decode choice (decode_rows());
+  // "avx512vnni16-d8" and "-d16" with one or the other, for tests and benchmarks.
+  if (std::strncmp(isa, "avx512vnni16", 12) == 0) {
+    avx512vnni::DecodeRows d = avx512vnni::decode_rows();
+    if (std::strcmp(isa + 12, "-d8") == 0) {
+      d = avx512vnni::DecodeRows::kRows8;
+    } else if (std::strcmp(isa + 12, "-d16") == 0) {
+      d = avx512vnni::DecodeRows::kRows16;
+    } else if (isa[12] != '\0') {
+      return nullptr;
+    }
     // The AVX2 layouts' bits (their 16-row zmm tiles): not the file-layout order of
     // GENIEX_AVX2_EXACT=1.
     if (!(avx512 && f.avx512vnni) || avx2_exact()) return nullptr;
-    if (const PackedKernels* k = avx512vnni::packed_kernels_16(t)) return k;
-    return avx512vnni::packed_kernels_k16(t);  // Q4_K, Q5_K, Q6_K
+    if (const PackedKernels* k = avx512vnni::packed_kernels_16(t, d)) return k;
+    return avx512vnni::packed_kernels_k16(t, d);  // Q4_K, Q5_K, Q6_K
   }
   if (std::strcmp(isa, "avx512vnni8") == 0) {
     // The 8-row K tiles, EVEX-encoded VNNI on ymm (what one-column K calls run on such CPUs):

@@ -267,15 +267,19 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
 // T4 where W is 4); a last odd group, and every one-column call, through the 8-row kernels.
 using Tile16 = void (*)(int64_t, const uint8_t*, const uint8_t*, const uint8_t*, size_t, const SubSums16*, int64_t,
                         float*, int64_t);
-template <DType kType, size_t kBlock, bool kSubSums, int W, Tile16 TW, Tile16 T4, Tile16 T3, Tile16 T2, Tile16 T1>
+template <DType kType, size_t kBlock, bool kSubSums, int W, Tile16 TW, Tile16 T4, Tile16 T3, Tile16 T2, Tile16 T1,
+          DecodeRows kDecode>
 void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
               float* out, int64_t out_stride) {
   static const PackedKernels* base = packed_kernels_k8_edge(kType);
-  // One column (decode) through the 8-row tiles (the same bits): they read one group after the
-  // other as one stream, where the 16-row tiles read two groups side by side. From DRAM on a
-  // Zen 4 the 16-row tiles got half the bandwidth (Q4_K 10.8 against 20.6 GB/s, Q6_K, through
-  // AVX-512's 16-row decode tile, 8.4 against 20.9; bench/LOG.md, twenty-fourth session).
-  if (n_cols == 1) {
+  // One column (decode) with kRows8 through the 8-row tiles (the same bits): they read one group
+  // after the other as one stream, where the 16-row tiles read two groups side by side. From DRAM
+  // on a Zen 4 the 16-row tiles got half the bandwidth (Q4_K 10.8 against 20.6 GB/s, Q6_K, through
+  // AVX-512's 16-row decode tile, 8.4 against 20.9; bench/LOG.md, twenty-fourth session); on an
+  // Intel Xeon more for Q4_K (65536 x 2048, one thread, 16.1-18.2 against 12.2-12.7 GB/s), about
+  // the same for Q5_K, and Q6_K's 8-row tile was ahead in L3 (thirty-first session): Q6_K always
+  // takes it.
+  if (n_cols == 1 && (kDecode == DecodeRows::kRows8 || kType == DType::Q6_K)) {
     base->gemm(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
     return;
   }
@@ -334,15 +338,15 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
   }
 }
 
-}  // namespace
 
-const PackedKernels* packed_kernels_k16(DType t) {
+template <DecodeRows kDecode>
+const PackedKernels* table_k16(DType t) {
   static const PackedKernels q4_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q4_K);
     return PackedKernels{"q4_kx8_z16",
                          &gemm_k16<DType::Q4_K, kQ4KBlock, true, kQ4KCols, &q4_k_tile16<kQ4KCols, false>,
                                    &q4_k_tile16<4, false>, &q4_k_tile16<3, false>, &q4_k_tile16<2, false>,
-                                   &q4_k_tile16<1, false>>,
+                                   &q4_k_tile16<1, false>, kDecode>,
                          b->dequantize_row, b->repack};
   }();
   static const PackedKernels q5_k = [] {
@@ -350,14 +354,14 @@ const PackedKernels* packed_kernels_k16(DType t) {
     return PackedKernels{"q5_kx8_z16",
                          &gemm_k16<DType::Q5_K, kQ5KBlock, true, kQ5KCols, &q4_k_tile16<kQ5KCols, true>,
                                    &q4_k_tile16<4, true>, &q4_k_tile16<3, true>, &q4_k_tile16<2, true>,
-                                   &q4_k_tile16<1, true>>,
+                                   &q4_k_tile16<1, true>, kDecode>,
                          b->dequantize_row, b->repack};
   }();
   static const PackedKernels q6_k = [] {
     const PackedKernels* b = avx2::packed_kernels_k(DType::Q6_K);
     return PackedKernels{"q6_kx8_z16",
                          &gemm_k16<DType::Q6_K, kQ6KBlock, false, kQ6KCols, &q6_k_tile16<kQ6KCols>, &q6_k_tile16<4>,
-                                   &q6_k_tile16<3>, &q6_k_tile16<2>, &q6_k_tile16<1>>,
+                                   &q6_k_tile16<3>, &q6_k_tile16<2>, &q6_k_tile16<1>, kDecode>,
                          b->dequantize_row, b->repack};
   }();
   switch (t) {
@@ -366,6 +370,13 @@ const PackedKernels* packed_kernels_k16(DType t) {
     case DType::Q6_K: return &q6_k;
     default: return nullptr;
   }
+}
+
+}  // namespace
+
+// (Both decode choices carry the layout's one name: the packed-weights cache keys on it.)
+const PackedKernels* packed_kernels_k16(DType t, DecodeRows d) {
+  return d == DecodeRows::kRows8 ? table_k16<DecodeRows::kRows8>(t) : table_k16<DecodeRows::kRows16>(t);
 }
 
 }  // namespace geniex::cpu::avx512vnni

@@ -123,16 +123,17 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
 }
 
-template <Fmt F>
+template <Fmt F, DecodeRows kDecode>
 void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
             int64_t n_cols, float* out, int64_t out_stride) {
   using L = Layout<F>;
   constexpr int kCols = 4;
-  // One column (decode): the 8-row tile over the whole matrix (the same bits). It reads one
-  // group after the other as one stream; the 16-row tile reads two groups side by side, and from
-  // DRAM on a Zen 4 that got half the bandwidth (Q4_0, 576-element rows: 10.4 against 20.0 GB/s;
-  // the prefetch distance changed nothing; bench/LOG.md, twenty-fourth session).
-  if (n_cols == 1) {
+  // One column (decode) with kRows8: the 8-row tile over the whole matrix (the same bits), one
+  // group after the other as one stream. The 16-row tile reads two groups side by side: from DRAM
+  // on a Zen 4 that got half the bandwidth (Q4_0, 576-element rows: 10.4 against 20.0 GB/s; the
+  // prefetch distance changed nothing; bench/LOG.md, twenty-fourth session), on an Intel Xeon
+  // more (Q4_0 65536 x 2048, one thread, 13.7-14.6 against 9.3-10.0 GB/s; thirty-first session).
+  if (kDecode == DecodeRows::kRows8 && n_cols == 1) {
     gemm<F, false>(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
     return;
   }
@@ -176,20 +177,20 @@ void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
 }
 
 // The AVX2 file's repack and read-back (the layout is theirs), this file's gemm.
-template <Fmt F>
+// (Both decode choices carry the layout's one name: the packed-weights cache keys on it.)
+template <Fmt F, DecodeRows kDecode>
 PackedKernels make16(const char* name) {
   const PackedKernels* base = avx2::packed_kernels(Traits<F>::kType, false);
-  return PackedKernels{name, &gemm16<F>, base->dequantize_row, base->repack};
+  return PackedKernels{name, &gemm16<F, kDecode>, base->dequantize_row, base->repack};
 }
 
-}  // namespace
-
-const PackedKernels* packed_kernels_16(DType t) {
-  static const PackedKernels q4_0 = make16<Fmt::Q4_0>("q4_0x8_avx2_z16");
-  static const PackedKernels q4_1 = make16<Fmt::Q4_1>("q4_1x8_avx2_z16");
-  static const PackedKernels q8_0 = make16<Fmt::Q8_0>("q8_0x8_avx2_z16");
-  static const PackedKernels q5_0 = make16<Fmt::Q5_0>("q5_0x8_avx2_z16");
-  static const PackedKernels q5_1 = make16<Fmt::Q5_1>("q5_1x8_avx2_z16");
+template <DecodeRows kDecode>
+const PackedKernels* table16(DType t) {
+  static const PackedKernels q4_0 = make16<Fmt::Q4_0, kDecode>("q4_0x8_avx2_z16");
+  static const PackedKernels q4_1 = make16<Fmt::Q4_1, kDecode>("q4_1x8_avx2_z16");
+  static const PackedKernels q8_0 = make16<Fmt::Q8_0, kDecode>("q8_0x8_avx2_z16");
+  static const PackedKernels q5_0 = make16<Fmt::Q5_0, kDecode>("q5_0x8_avx2_z16");
+  static const PackedKernels q5_1 = make16<Fmt::Q5_1, kDecode>("q5_1x8_avx2_z16");
   switch (t) {
     case DType::Q4_0: return &q4_0;
     case DType::Q4_1: return &q4_1;
@@ -198,6 +199,12 @@ const PackedKernels* packed_kernels_16(DType t) {
     case DType::Q5_1: return &q5_1;
     default: return nullptr;
   }
+}
+
+}  // namespace
+
+const PackedKernels* packed_kernels_16(DType t, DecodeRows d) {
+  return d == DecodeRows::kRows8 ? table16<DecodeRows::kRows8>(t) : table16<DecodeRows::kRows16>(t);
 }
 
 }  // namespace geniex::cpu::avx512vnni

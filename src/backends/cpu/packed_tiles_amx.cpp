@@ -594,8 +594,8 @@ template <KFmt F>
 void gemm_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride, int64_t n_cols,
             float* out, int64_t out_stride) {
   using T = KTraits<F>;
-  // Decode and edges: the 16-row AVX-512 VNNI K tiles (whose one-column calls run the 8-row K
-  // tiles), else AVX-512's Q6_K decode tile, else the 8-row K tiles of packed_kernels_k8_edge
+  // Decode and edges: the 16-row AVX-512 VNNI K tiles (one-column calls as decode_rows() says),
+  // else AVX-512's Q6_K decode tile, else the 8-row K tiles of packed_kernels_k8_edge
   // (the same bits).
   static const bool zmm = cpu_features().avx512vnni;
   const PackedKernels* edge = zmm ? avx512vnni::packed_kernels_k16(T::kType) : avx512::packed_kernels_k(T::kType);
