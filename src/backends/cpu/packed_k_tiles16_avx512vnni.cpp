@@ -264,7 +264,8 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
 
 // Pairs of 8-row groups through the 16-row tiles, columns in L2-sized blocks as in the 8-row
 // driver: W columns at a time through TW, what is left through the 4- to 1-column tiles (TW is
-// T4 where W is 4); a last odd group, and every one-column call, through the 8-row kernels.
+// T4 where W is 4); a last odd group, and one-column calls as kDecode says, through the 8-row
+// kernels.
 using Tile16 = void (*)(int64_t, const uint8_t*, const uint8_t*, const uint8_t*, size_t, const SubSums16*, int64_t,
                         float*, int64_t);
 template <DType kType, size_t kBlock, bool kSubSums, int W, Tile16 TW, Tile16 T4, Tile16 T3, Tile16 T2, Tile16 T1,
@@ -337,7 +338,6 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
                out + 16 * pairs, out_stride);
   }
 }
-
 
 template <DecodeRows kDecode>
 const PackedKernels* table_k16(DType t) {
