@@ -41,6 +41,14 @@ constexpr bool has_corr(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q5_0 || f ==
 
 #include "backends/cpu/zmm_pairs.hpp"
 
+// How far ahead the one-column 16-row tile prefetches each of its two streams, in blocks. On an
+// Intel Xeon (AMX) VM, 65536 x 2048 from DRAM, three rounds, GB/s with none / 0 (the block's own
+// lines) / 6 blocks ahead: Q4_0 one thread 10.3-11.8 / 10.9-14.2 / 14.8-15.7, two threads
+// 29.0-33.4 / 30.0-33.9 / 36.7-40.3; Q8_0 two threads 24.5-25.7 / 24.4-26.5 / 29.0-32.1. tg64
+// with 6 against none, 3 alternating pairs: SmolLM2-135M-Instruct Q4_1 +19%, 1B Q4_0 +12%, Q8_0
+// +6% (bench/LOG.md, thirty-first session). (The 8-row tiles' own-block choice is a Zen 4's.)
+constexpr size_t kPairPrefetchBlocks = 6;
+
 // 16 rows (groups at g0 and g1, nb blocks each) x C columns -> out[c * os + 0..15].
 template <Fmt F, int C>
 void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, size_t a_stride, const ActTerm* tm,
@@ -55,6 +63,14 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * L::kBlockBytes;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * L::kBlockBytes;
+    if constexpr (C == 1) {
+      // Decode (DecodeRows::kRows16) streams two groups: kPairPrefetchBlocks ahead on each (past
+      // the end does not fault).
+      for (size_t off = 0; off < L::kBlockBytes; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(b0 + kPairPrefetchBlocks * L::kBlockBytes + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b1 + kPairPrefetchBlocks * L::kBlockBytes + off), _MM_HINT_T0);
+      }
+    }
     const uint8_t* ap[C];
     for (int c = 0; c < C; ++c) ap[c] = a + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
     // One dpbusd chain per column for the 4- and 5-bit formats (a block's chain starts afresh, so
