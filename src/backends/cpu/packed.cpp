@@ -382,8 +382,9 @@ const PackedKernels* packed_kernels_for_isa(DType t, const char* isa) {
 const PackedKernels* packed_kernels_for(DType t, int64_t n, int64_t n_rows) {
   if (repack_disabled() || n % 32 != 0 || n_rows % 8 != 0) return nullptr;
   if (const PackedKernels* k = packed_kernels_for_isa(t, "amx")) return k;
-  // 16-row zmm tiles over the AVX2 layouts where AVX-512 VNNI exists (Q6_K's decode there is
-  // AVX-512's 16-row decode tile): 1.4-1.5x the 8-row AVX-VNNI tiles (bench/LOG.md).
+  // 16-row zmm tiles over the AVX2 layouts where AVX-512 VNNI exists (their decode as
+  // avx512vnni::decode_rows() says; Q6_K's the 8-row K tile): 1.4-1.5x the 8-row AVX-VNNI tiles
+  // (bench/LOG.md).
   if (const PackedKernels* k = packed_kernels_for_isa(t, "avx512vnni16")) return k;
   // Q6_K without AVX-512 VNNI: AVX-512's 16-row decode tile (its prefill runs the AVX-VNNI or
   // AVX2 8-row tiles).
