@@ -9,6 +9,7 @@
 #include <cstring>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "core/dtype.hpp"
 #include "core/fp16.hpp"
 #include "core/prefetch.hpp"
+#include "core/read_stream.hpp"
 #include "quant/quant.hpp"
 
 namespace {
@@ -188,18 +190,6 @@ void gemm_packed_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_gemm_packed)->Apply(gemm_packed_args)->Unit(benchmark::kMicrosecond);
 
-// Sum of p[i0..i1) in four chains: a plain streaming read (the memory floor's loop).
-uint64_t read_sum(const uint64_t* p, size_t i0, size_t i1) {
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (size_t i = i0; i + 4 <= i1; i += 4) {
-    s0 += p[i];
-    s1 += p[i + 1];
-    s2 += p[i + 2];
-    s3 += p[i + 3];
-  }
-  return s0 + s1 + s2 + s3;
-}
-
 // Decode from DRAM on 2 threads, each on half of the rows (as the runtime splits a decode
 // matmul): the kernels' share of a bandwidth both threads contend for, the end-to-end decode's
 // situation, which one thread alone does not show. args: weight type id, isa (as above).
@@ -240,34 +230,43 @@ BENCHMARK(BM_gemm_packed_2t)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
-// The same floor on 2 threads, each reading its half.
+// The memory floors: streaming reads of a buffer larger than the last-level cache, run in the
+// same process so the decode GB/s above can be read as a fraction of them. arg 1: 1 = one stream
+// with no software prefetch, 4 = four streams each prefetched 2 KiB ahead (the decode kernels'
+// pattern, and the better half of `geniex bench`'s roof probe, geniex::read_bandwidth). On 2
+// threads each reads its half, as a decode splits its rows.
+constexpr size_t kFloorAhead = 2048;
+
+uint64_t floor_read(std::span<const uint64_t> data, int64_t streams) {
+  return geniex::read_stream_sum(data, static_cast<int>(streams), streams > 1 ? kFloorAhead : 0);
+}
+
 void BM_read_bandwidth_2t(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0)) << 20;
   std::vector<uint64_t> buf(n / sizeof(uint64_t), 1);
-  auto read = [&](size_t i0, size_t i1, uint64_t* sink) { *sink = read_sum(buf.data(), i0, i1); };
+  const std::span<const uint64_t> all(buf);
+  const size_t half = buf.size() / 2;
   for (auto _ : state) {
     uint64_t a = 0, b = 0;
-    std::thread other(read, buf.size() / 2, buf.size(), &b);
-    read(0, buf.size() / 2, &a);
+    std::thread other([&] { b = floor_read(all.subspan(half), state.range(1)); });
+    a = floor_read(all.first(half), state.range(1));
     other.join();
     benchmark::DoNotOptimize(a + b);
   }
   state.counters["GB/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * static_cast<double>(n) / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_read_bandwidth_2t)->Arg(128)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_read_bandwidth_2t)->ArgsProduct({{128}, {1, 4}})->ArgNames({"MiB", "streams"})->UseRealTime()->Unit(benchmark::kMillisecond);
 
-// The memory floor: plain streaming read of a buffer larger than the last-level cache, run in
-// the same process so the decode GB/s above can be read as a fraction of it.
 void BM_read_bandwidth(benchmark::State& state) {
   const size_t n = static_cast<size_t>(state.range(0)) << 20;
   std::vector<uint64_t> buf(n / sizeof(uint64_t), 1);
-  for (auto _ : state) benchmark::DoNotOptimize(read_sum(buf.data(), 0, buf.size()));
+  for (auto _ : state) benchmark::DoNotOptimize(floor_read(buf, state.range(1)));
   state.counters["GB/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * static_cast<double>(n) / 1e9,
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_read_bandwidth)->Arg(128)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_read_bandwidth)->ArgsProduct({{128}, {1, 4}})->ArgNames({"MiB", "streams"})->Unit(benchmark::kMillisecond);
 
 void BM_quantize_act(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));

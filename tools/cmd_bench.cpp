@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "core/read_stream.hpp"
 #include "formats/gguf.hpp"
 
 namespace geniex::cli {
@@ -105,57 +106,29 @@ int64_t decode_bytes_per_token(const std::string& path) {
   return total;
 }
 
-// Streaming read bandwidth in bytes/s with n_threads threads over a 256 MiB buffer: the best
-// of 6 passes after a warm-up pass that also faults the pages in. Odd passes read plainly,
-// even ones also prefetch 1 KiB ahead: on some CPUs (seen on an Intel Xeon VM: 17.8 against
-// 23-26 GB/s with 2 threads) the hardware prefetchers alone leave much of the bandwidth unused,
-// and the decode kernels prefetch, so the roof must count what a prefetching read reaches.
-double read_bandwidth(int32_t n_threads) {
-  constexpr size_t kBytes = size_t{256} << 20;
-  const size_t n = kBytes / sizeof(uint64_t);
-  std::vector<uint64_t> buf(n);
-  for (size_t i = 0; i < n; ++i) buf[i] = i;
-  const auto threads = static_cast<size_t>(std::max(1, n_threads));
-  std::vector<uint64_t> sums(threads * 8);  // one cache line apart
-  double best = 0;
-  for (int pass = 0; pass < 7; ++pass) {
-    const auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (size_t t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const size_t begin = n * t / threads, end = n * (t + 1) / threads;
-        uint64_t a = 0, b = 0, c = 0, d = 0;
-        if (pass % 2 == 0) {
-          constexpr size_t kAhead = 1024 / sizeof(uint64_t);
-          for (size_t i = begin; i + 8 <= end; i += 8) {
-            __builtin_prefetch(buf.data() + std::min(i + kAhead, end - 1));
-            a += buf[i] + buf[i + 4];
-            b += buf[i + 1] + buf[i + 5];
-            c += buf[i + 2] + buf[i + 6];
-            d += buf[i + 3] + buf[i + 7];
-          }
-        } else {
-          for (size_t i = begin; i + 4 <= end; i += 4) {
-            a += buf[i];
-            b += buf[i + 1];
-            c += buf[i + 2];
-            d += buf[i + 3];
-          }
-        }
-        sums[t * 8] = a + b + c + d;
-      });
-    }
-    for (std::thread& th : pool) th.join();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (pass > 0 && s > 0) best = std::max(best, static_cast<double>(kBytes) / s);
-  }
-  uint64_t all = 0;
-  for (const uint64_t v : sums) all += v;
-  if (all == 1) fmt::print(stderr, " ");  // keeps the reads from being optimised away
-  return best;
+// Bytes for the roof's probe buffer: twice the last-level cache, so that the probe reads DRAM
+// as a model larger than the cache does (this Intel VM reports 480 MiB of L3, and reads a
+// 128 MiB buffer at 45-50 GB/s against 31-35 for 1 GiB), within 256 MiB to 1 GiB.
+size_t probe_bytes() {
+  long llc = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+  return std::clamp(2 * static_cast<size_t>(std::max(llc, 0L)), size_t{256} << 20, size_t{1} << 30);
 }
 
-// read_bandwidth in a child process, so that its 256 MiB buffer never counts in this
+// Streaming read bandwidth in bytes/s with n_threads threads, as geniex::read_bandwidth
+// measures it (the best of one plain stream and four prefetching streams per thread): the
+// decode kernels read several streams and prefetch, so the roof counts what such a read
+// reaches. One scalar stream (this probe before) read 19-25 GB/s on an Intel Xeon VM whose
+// two-thread decode kernels read 30-40, and the roof column showed over 100%.
+double read_bandwidth(int32_t n_threads) {
+  std::vector<uint64_t> buf(probe_bytes() / sizeof(uint64_t));
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
+  return geniex::read_bandwidth(buf, n_threads);
+}
+
+// read_bandwidth in a child process, so that its probe buffer never counts in this
 // process's peak RSS (which the bench reports); 0 when the child fails.
 double read_bandwidth_isolated(int32_t n_threads) {
   int fds[2];
