@@ -46,8 +46,12 @@ constexpr bool has_corr(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q5_0 || f ==
 // lines) / 6 blocks ahead: Q4_0 one thread 10.3-11.8 / 10.9-14.2 / 14.8-15.7, two threads
 // 29.0-33.4 / 30.0-33.9 / 36.7-40.3; Q8_0 two threads 24.5-25.7 / 24.4-26.5 / 29.0-32.1. tg64
 // with 6 against none, 3 alternating pairs: SmolLM2-135M-Instruct Q4_1 +19%, 1B Q4_0 +12%, Q8_0
-// +6% (bench/LOG.md, thirty-first session). (The 8-row tiles' own-block choice is a Zen 4's.)
-constexpr size_t kPairPrefetchBlocks = 6;
+// +6% (bench/LOG.md, thirty-first session). The 4-bit formats then gained again from 24 blocks
+// (3.4-3.8 KiB) ahead, tg64 alternating against 6: 1B Q4_0 +4% (20: +4%, 28: +4%, 40: +3%),
+// SmolLM2 Q4_1 +8-27%, SmolLM2-shape Q4_0 +3-14%; Q8_0 lost 5% at 15 blocks and 6% at 20, so it
+// keeps 6; Q5_0/Q5_1 (no tg measurement) keep 6 too (bench/LOG.md, thirty-second session).
+// (The 8-row tiles' own-block choice is a Zen 4's.)
+constexpr size_t pair_prefetch_blocks(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q4_1 ? 24 : 6; }
 
 // 16 rows (groups at g0 and g1, nb blocks each) x C columns -> out[c * os + 0..15].
 template <Fmt F, int C>
@@ -64,11 +68,12 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * L::kBlockBytes;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * L::kBlockBytes;
     if constexpr (C == 1) {
-      // Decode (DecodeRows::kRows16) streams two groups: kPairPrefetchBlocks ahead on each (past
-      // the end does not fault).
+      // Decode (DecodeRows::kRows16) streams two groups: pair_prefetch_blocks(F) ahead on each
+      // (past the end does not fault).
+      constexpr size_t ahead = pair_prefetch_blocks(F) * L::kBlockBytes;
       for (size_t off = 0; off < L::kBlockBytes; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(b0 + kPairPrefetchBlocks * L::kBlockBytes + off), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(b1 + kPairPrefetchBlocks * L::kBlockBytes + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b0 + ahead + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b1 + ahead + off), _MM_HINT_T0);
       }
     }
     const uint8_t* ap[C];
