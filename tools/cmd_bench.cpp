@@ -108,7 +108,8 @@ int64_t decode_bytes_per_token(const std::string& path) {
 
 // Bytes for the roof's probe buffer: twice the last-level cache, so that the probe reads DRAM
 // as a model larger than the cache does (this Intel VM reports 480 MiB of L3, and reads a
-// 128 MiB buffer at 45-50 GB/s against 31-35 for 1 GiB), within 256 MiB to 1 GiB.
+// 128 MiB buffer at 33-51 GB/s against 32-33 for 1 GiB, four streams, two threads), within
+// 256 MiB to 1 GiB.
 size_t probe_bytes() {
   long llc = 0;
 #ifdef _SC_LEVEL3_CACHE_SIZE
@@ -120,8 +121,8 @@ size_t probe_bytes() {
 // Streaming read bandwidth in bytes/s with n_threads threads, as geniex::read_bandwidth
 // measures it (the best of one plain stream and four prefetching streams per thread): the
 // decode kernels read several streams and prefetch, so the roof counts what such a read
-// reaches. One scalar stream (this probe before) read 19-25 GB/s on an Intel Xeon VM whose
-// two-thread decode kernels read 30-40, and the roof column showed over 100%.
+// reaches. One scalar stream (this probe before) read 19-25 GB/s on an Intel Xeon VM where the
+// two-thread 1B decode itself read 23-25, and the roof column showed up to 126%.
 double read_bandwidth(int32_t n_threads) {
   std::vector<uint64_t> buf(probe_bytes() / sizeof(uint64_t));
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;

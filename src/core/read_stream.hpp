@@ -20,7 +20,8 @@ uint64_t read_stream_sum(std::span<const uint64_t> data, int streams, size_t pre
 // (one thread: the caller alone): the best of `passes` timed passes after one untimed pass that
 // also faults the pages in. The passes alternate between one stream with no software prefetch
 // and four prefetching streams per thread, since CPUs differ in which of the two reads faster
-// (on an Intel Xeon VM with two threads: 23-28 GB/s for one stream, 31-35 for four).
+// (on an Intel Xeon VM with two threads: 22-28 GB/s for one scalar stream, 29-36 for four
+// prefetched ones; bench/LOG.md, thirty-second session).
 double read_bandwidth(std::span<const uint64_t> data, int threads, int passes = 6);
 
 }  // namespace geniex
