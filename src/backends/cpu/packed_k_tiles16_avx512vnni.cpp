@@ -44,11 +44,13 @@ constexpr int kQ4KCols = 6;
 constexpr int kQ5KCols = 6;
 constexpr int kQ6KCols = 6;
 
-// How far ahead the one-column Q4_K / Q5_K 16-row tile prefetches each of its two streams, in
-// bytes. On an Intel Xeon (AMX) VM, 65536 x 2048 from DRAM, one thread, three rounds, GB/s with
-// none / 0 / 512: Q5_K 8.2-9.1 / 10.1-11.7 / 12.5-12.7, Q4_K 10.5-15.7 / 13.8-18.3 / 16.2-16.4;
-// two threads Q5_K 26.5-29.2 / 27.0-34.5 / 30.2-33.3, Q4_K even (bench/LOG.md, thirty-first
-// session).
+// How far ahead the one-column 16-row tiles prefetch each of their two streams, in bytes. On an
+// Intel Xeon (AMX) VM, 65536 x 2048 from DRAM, one thread, three rounds, GB/s with none / 0 /
+// 512: Q5_K 8.2-9.1 / 10.1-11.7 / 12.5-12.7, Q4_K 10.5-15.7 / 13.8-18.3 / 16.2-16.4; two threads
+// Q5_K 26.5-29.2 / 27.0-34.5 / 30.2-33.3, Q4_K even (bench/LOG.md, thirty-first session). Q6_K's
+// takes the same: 1B Q4_K_M tg64 (its Q6_K matrices, the tied output among them, are 41% of the
+// bytes) alternating, 4 rounds, 32.1-33.0 t/s at 512 and 32.5-33.1 at 1024, against 30.9-31.4
+// through the 8-row tiles before (bench/LOG.md, thirty-third session).
 constexpr size_t kPairPrefetchBytes = 512;
 
 // Per activation column and super-block: bsums[2j] + bsums[2j+1] as i16, j = 0..7. This file's
@@ -191,6 +193,13 @@ void q6_k_tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * kQ6KBlock;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * kQ6KBlock;
+    if constexpr (C == 1) {
+      // Decode (DecodeRows::kRows16) streams two groups: kPairPrefetchBytes ahead on each.
+      for (size_t o = 0; o < kQ6KBlock; o += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(b0 + kPairPrefetchBytes + o), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b1 + kPairPrefetchBytes + o), _MM_HINT_T0);
+      }
+    }
     const uint8_t* ab = a + static_cast<size_t>(b) * kActBytes;
     __m512i isum[C];
 #pragma GCC unroll 8
@@ -292,9 +301,9 @@ void gemm_k16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const v
   // on a Zen 4 the 16-row tiles got half the bandwidth (Q4_K 10.8 against 20.6 GB/s, Q6_K, through
   // AVX-512's 16-row decode tile, 8.4 against 20.9; bench/LOG.md, twenty-fourth session); on an
   // Intel Xeon more for Q4_K (65536 x 2048, one thread, 16.1-18.2 against 12.2-12.7 GB/s), about
-  // the same for Q5_K, and Q6_K's 8-row tile was ahead in L3 (thirty-first session): Q6_K always
-  // takes it.
-  if (n_cols == 1 && (kDecode == DecodeRows::kRows8 || kType == DType::Q6_K)) {
+  // the same for Q5_K (thirty-first session), and for Q6_K once its 16-row tile prefetched
+  // (kPairPrefetchBytes; before, with none, its 8-row tile was ahead in L3).
+  if (n_cols == 1 && kDecode == DecodeRows::kRows8) {
     base->gemm(n, w, w_stride, n_rows, a, a_stride, n_cols, out, out_stride);
     return;
   }
