@@ -164,7 +164,6 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   }
   if (work_.size() < need) work_.resize(need);
   uint8_t* work = work_.data();
-  const size_t work_size = need;
   if (n_tickets_ < g.nodes().size()) {
     n_tickets_ = g.nodes().size();
     tickets_ = std::make_unique<cpu_ops::RowTicket[]>(n_tickets_);
@@ -178,12 +177,18 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
     cpu_ops::ActCache act;
     Hazards hz;
     bool sync_next = false;  // a barrier before the next node regardless
+    // The work buffer's uses since the last barrier. A one-token matmul quantizes its input
+    // into this thread's own part and reads only that part (op_matmul.cpp), so one-token
+    // matmuls never conflict with each other there (q then k, gate then up: each thread's
+    // ActCache makes the same choice); a batch's quantized input is shared by every thread.
+    bool work_shared = false, work_shared_written = false, work_private = false;
     bool first = true;
     for (int32_t id : nodes) {
       const graph::Node& node = g.node(id);
       const size_t out_bytes = node.nbytes();
       const bool quantizes = node.op == graph::Op::MatMul && cpu_ops::matmul_quantizes(g, node, act);
       const bool reads_work = node.op == graph::Op::MatMul && cpu_ops::work_bytes(g, node, nth) > 0;
+      const bool private_work = reads_work && node.ne[1] == 1;
       if (!first) {
         bool barrier = barrier_every_node_ || sync_next || !pure_op(node.op) ||
                        hz.conflicts(ctx.data[static_cast<size_t>(id)], out_bytes, true);
@@ -191,11 +196,13 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
           if (barrier) break;
           if (s != graph::kNoInput) barrier = hz.conflicts(ctx.data[static_cast<size_t>(s)], g.node(s).nbytes(), false);
         }
-        if (!barrier && quantizes) barrier = hz.conflicts(work, work_size, true);
-        if (!barrier && reads_work) barrier = hz.conflicts(work, work_size, false);
+        if (!barrier && reads_work) {
+          barrier = private_work ? work_shared : work_shared_written || work_private || (quantizes && work_shared);
+        }
         if (barrier) {
           pool_.barrier();
           hz.reset();
+          work_shared = work_shared_written = work_private = false;
         }
       }
       first = false;
@@ -218,8 +225,12 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
       for (const int32_t s : node.src) {
         if (s != graph::kNoInput) hz.add(ctx.data[static_cast<size_t>(s)], g.node(s).nbytes(), false);
       }
-      if (quantizes) hz.add(work, work_size, true);
-      if (reads_work) hz.add(work, work_size, false);
+      if (private_work) {
+        work_private = true;
+      } else if (reads_work) {
+        work_shared = true;
+        work_shared_written = work_shared_written || quantizes;
+      }
       sync_next = !pure_op(node.op);
     }
   });

@@ -83,9 +83,15 @@ void matmul(const OpArgs& a) {
   const int64_t min_chunks =
       static_cast<int64_t>((kMinPieceBytes + kRowAlign * w_stride - 1) / (kRowAlign * w_stride));
   const int64_t piece = std::max({int64_t{1}, min_chunks, n_chunks / (pieces_per_thread * a.nth)});
-  for (int64_t i = a.rows->next.fetch_add(1, std::memory_order_relaxed); i * piece < n_chunks;
+  // A count of pieces that the threads share evenly: rounded up to a multiple of the thread
+  // count (a lone piece stays whole, so that consecutive small matmuls such as k and v go to
+  // different threads), piece i being chunks [i n / p, (i + 1) n / p). SmolLM2's 576-row q and
+  // attn_out made 3 pieces of 12 chunks, 2 : 1 between two threads; now 4 of 9.
+  int64_t n_pieces = (n_chunks + piece - 1) / piece;
+  if (n_pieces > 1) n_pieces = std::min(n_chunks, (n_pieces + a.nth - 1) / a.nth * a.nth);
+  for (int64_t i = a.rows->next.fetch_add(1, std::memory_order_relaxed); i < n_pieces;
        i = a.rows->next.fetch_add(1, std::memory_order_relaxed)) {
-    run(i * piece, std::min(n_chunks, (i + 1) * piece));
+    run(i * n_chunks / n_pieces, (i + 1) * n_chunks / n_pieces);
   }
 }
 
