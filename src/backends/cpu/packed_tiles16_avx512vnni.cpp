@@ -144,6 +144,63 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
 }
 
+// Q8_0's one column (decode) over P consecutive pairs of groups at once (g[2p], g[2p + 1]: 2P
+// streams of weights, each prefetched as tile16's): per pair exactly tile16<Q8_0, 1>'s
+// operations in its order, so the same bits, with each activation broadcast shared by the
+// pairs. On an Intel Xeon (AMX) VM, tg64 alternating against one pair at a time, P = 2 gave
+// Q8_0 +3.5% (1B, 7 of 7 rounds) and +11% (SmolLM2-shape, 4 of 4), SmolLM2-135M-Instruct Q4_1
+// (whose output head is Q8_0) +1.8%; the same for Q4_0 and Q4_1 themselves was within the noise
+// (1B Q4_0 +1.7%, SmolLM2's -1% to -3%), and P = 4 slower than 2 (bench/LOG.md, thirty-third
+// session), so only Q8_0 takes it.
+template <int P>
+void q8_0_tile16_pairs(int64_t nb, const uint8_t* const* g, const uint8_t* a, const ActTerm* tm, float* const* out) {
+  using T = Traits<Fmt::Q8_0>;
+  using L = Layout<Fmt::Q8_0>;
+  constexpr size_t ahead = pair_prefetch_blocks(Fmt::Q8_0) * L::kBlockBytes;
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[P];
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* b0[P];
+    const uint8_t* b1[P];
+    for (int p = 0; p < P; ++p) {
+      b0[p] = g[2 * p] + static_cast<size_t>(b) * L::kBlockBytes;
+      b1[p] = g[2 * p + 1] + static_cast<size_t>(b) * L::kBlockBytes;
+      for (size_t off = 0; off < L::kBlockBytes; off += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(b0[p] + ahead + off), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(b1[p] + ahead + off), _MM_HINT_T0);
+      }
+    }
+    const uint8_t* ap = a + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
+    const ActTerm& t = tm[b];
+    // tile16's two chains per pair: even vectors from the -128 sum(a) correction, odd from 0.
+    __m512i sum[P], sum2[P];
+    for (int p = 0; p < P; ++p) {
+      sum[p] = _mm512_set1_epi32(t.corr);
+      sum2[p] = zero;
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i av = bcast4(ap + 4 * j);
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) {
+        const __m512i wu = _mm512_xor_si512(pair_chunk(b0[p], b1[p], L::kQOff + 32 * j), x80);
+        __m512i& d = j % 2 == 0 ? sum[p] : sum2[p];
+        d = _mm512_dpbusd_epi32(d, wu, av);
+        keep(d);
+      }
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < P; ++p) {
+      const __m512 dw = pair_ph(b0[p], b1[p], 0);
+      const __m512i si = _mm512_add_epi32(sum[p], sum2[p]);
+      acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d)), _mm512_cvtepi32_ps(si), acc[p]);
+    }
+  }
+  for (int p = 0; p < P; ++p) _mm512_storeu_ps(out[p], acc[p]);
+}
+
 template <Fmt F, DecodeRows kDecode>
 void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* a, size_t a_stride,
             int64_t n_cols, float* out, int64_t out_stride) {
@@ -170,7 +227,19 @@ void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
   const int64_t chunk = l2_column_chunk(static_cast<int64_t>(a_stride), kCols);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
-    for (int64_t g = 0; g + 2 <= groups; g += 2) {
+    // Q8_0's one column two pairs at a time (q8_0_tile16_pairs), then pair by pair.
+    int64_t g_start = 0;
+    if constexpr (F == Fmt::Q8_0) {
+      if (n_cols == 1) {
+        for (; g_start + 4 <= groups; g_start += 4) {
+          const uint8_t* gp[4];
+          for (int i = 0; i < 4; ++i) gp[i] = wb + static_cast<size_t>(g_start + i) * group_bytes;
+          float* op[2] = {out + g_start * 8, out + g_start * 8 + 16};
+          q8_0_tile16_pairs<2>(nb, gp, ab, terms.data(), op);
+        }
+      }
+    }
+    for (int64_t g = g_start; g + 2 <= groups; g += 2) {
       const uint8_t* g0 = wb + static_cast<size_t>(g) * group_bytes;
       const uint8_t* g1 = g0 + group_bytes;
       float* og = out + g * 8;
