@@ -144,26 +144,30 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
 }
 
-// Q8_0's one column (decode) over P consecutive pairs of groups at once (g[2p], g[2p + 1]: 2P
-// streams of weights, each prefetched as tile16's): per pair exactly tile16<Q8_0, 1>'s
-// operations in its order, so the same bits, with each activation broadcast shared by the
-// pairs. On an Intel Xeon (AMX) VM, tg64 alternating against one pair at a time, P = 2 gave
-// Q8_0 +3.5% (1B, 7 of 7 rounds) and +11% (SmolLM2-shape, 4 of 4), SmolLM2-135M-Instruct Q4_1
-// (whose output head is Q8_0) +1.8%; the same for Q4_0 and Q4_1 themselves was within the noise
-// (1B Q4_0 +1.7%, SmolLM2's -1% to -3%), and P = 4 slower than 2 (bench/LOG.md, thirty-third
-// session), so only Q8_0 takes it.
-template <int P>
-void q8_0_tile16_pairs(int64_t nb, const uint8_t* const* g, const uint8_t* a, const ActTerm* tm, float* const* out) {
-  using T = Traits<Fmt::Q8_0>;
-  using L = Layout<Fmt::Q8_0>;
-  constexpr size_t ahead = pair_prefetch_blocks(Fmt::Q8_0) * L::kBlockBytes;
+// One column (decode) over P consecutive pairs of groups at once (g[2p], g[2p + 1]: 2P streams
+// of weights, each prefetched as tile16's): per pair exactly tile16<F, 1>'s operations in its
+// order, so the same bits, with each activation broadcast shared by the pairs.
+// decode_pairs(F) is P for the one-column calls on kRows16 CPUs. On an Intel Xeon (AMX) VM, tg64
+// alternating against one pair at a time, P = 2 gave Q8_0 +3.5% (1B, 7 of 7 rounds) and +11%
+// (SmolLM2-shape, 4 of 4), Q5_0 +3.8% (1B, 3 of 3) and +9% (SmolLM2-shape Q4_K_M, mostly Q5_0
+// there, 4 of 4), Q5_1 +2% (1B, 3 of 3); for Q4_0 and Q4_1 it was within the noise or slower
+// (1B Q4_0 +1.7%, SmolLM2-135M-Instruct Q4_1 -1% to -7%, the SmolLM2-shape Q4_0 -3%), and P = 4
+// slower than 2 (bench/LOG.md, thirty-third session).
+constexpr int decode_pairs(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q4_1 ? 1 : 2; }
+
+template <Fmt F, int P>
+void tile16_pairs(int64_t nb, const uint8_t* const* g, const uint8_t* a, const ActTerm* tm, float* const* out) {
+  using T = Traits<F>;
+  using L = Layout<F>;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i zero = _mm512_setzero_si512();
-  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  [[maybe_unused]] const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[P];
   for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0[P];
     const uint8_t* b1[P];
+    constexpr size_t ahead = pair_prefetch_blocks(F) * L::kBlockBytes;
     for (int p = 0; p < P; ++p) {
       b0[p] = g[2 * p] + static_cast<size_t>(b) * L::kBlockBytes;
       b1[p] = g[2 * p + 1] + static_cast<size_t>(b) * L::kBlockBytes;
@@ -174,28 +178,62 @@ void q8_0_tile16_pairs(int64_t nb, const uint8_t* const* g, const uint8_t* a, co
     }
     const uint8_t* ap = a + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
     const ActTerm& t = tm[b];
-    // tile16's two chains per pair: even vectors from the -128 sum(a) correction, odd from 0.
-    __m512i sum[P], sum2[P];
+    __m512i sum[P];
+    [[maybe_unused]] __m512i sum2[P];
     for (int p = 0; p < P; ++p) {
-      sum[p] = _mm512_set1_epi32(t.corr);
-      sum2[p] = zero;
+      sum[p] = has_corr(F) ? _mm512_set1_epi32(t.corr) : zero;
+      if constexpr (F == Fmt::Q8_0) sum2[p] = zero;
     }
+    if constexpr (F == Fmt::Q8_0) {
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const __m512i av = bcast4(ap + 4 * j);
+      for (int j = 0; j < 8; ++j) {
+        const __m512i av = bcast4(ap + 4 * j);
 #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) {
-        const __m512i wu = _mm512_xor_si512(pair_chunk(b0[p], b1[p], L::kQOff + 32 * j), x80);
-        __m512i& d = j % 2 == 0 ? sum[p] : sum2[p];
-        d = _mm512_dpbusd_epi32(d, wu, av);
-        keep(d);
+        for (int p = 0; p < P; ++p) {
+          const __m512i wu = _mm512_xor_si512(pair_chunk(b0[p], b1[p], L::kQOff + 32 * j), x80);
+          __m512i& d = j % 2 == 0 ? sum[p] : sum2[p];
+          d = _mm512_dpbusd_epi32(d, wu, av);
+          keep(d);
+        }
+      }
+    } else {
+      __m512i hb[P];
+      for (int p = 0; p < P; ++p) hb[p] = has_fifth(F) ? pair_chunk(b0[p], b1[p], L::kHighOff) : zero;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m512i q[P];
+        for (int p = 0; p < P; ++p) q[p] = pair_chunk(b0[p], b1[p], L::kQOff + 32 * j);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m512i av = bcast4(ap + 16 * h + 4 * j);
+#pragma GCC unroll 4
+          for (int p = 0; p < P; ++p) {
+            __m512i u = h == 0 ? _mm512_and_si512(q[p], low4) : _mm512_and_si512(_mm512_srli_epi16(q[p], 4), low4);
+            if constexpr (has_fifth(F)) {
+              const int s = 4 * h + j;
+              __m512i bit;
+              if (s < 4) {
+                bit = _mm512_slli_epi16(hb[p], static_cast<unsigned>(4 - s));
+              } else if (s > 4) {
+                bit = _mm512_srli_epi16(hb[p], static_cast<unsigned>(s - 4));
+              } else {
+                bit = hb[p];
+              }
+              u = _mm512_or_si512(u, _mm512_and_si512(bit, _mm512_set1_epi8(0x10)));
+            }
+            sum[p] = _mm512_dpbusd_epi32(sum[p], u, av);
+            keep(sum[p]);
+          }
+        }
       }
     }
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       const __m512 dw = pair_ph(b0[p], b1[p], 0);
-      const __m512i si = _mm512_add_epi32(sum[p], sum2[p]);
+      __m512i si = sum[p];
+      if constexpr (F == Fmt::Q8_0) si = _mm512_add_epi32(si, sum2[p]);
       acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(t.d)), _mm512_cvtepi32_ps(si), acc[p]);
+      if constexpr (has_min(F)) acc[p] = _mm512_fmadd_ps(pair_ph(b0[p], b1[p], 16), _mm512_set1_ps(t.s), acc[p]);
     }
   }
   for (int p = 0; p < P; ++p) _mm512_storeu_ps(out[p], acc[p]);
@@ -227,15 +265,15 @@ void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
   const int64_t chunk = l2_column_chunk(static_cast<int64_t>(a_stride), kCols);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
-    // Q8_0's one column two pairs at a time (q8_0_tile16_pairs), then pair by pair.
+    // One column decode_pairs(F) pairs at a time (tile16_pairs), then pair by pair.
     int64_t g_start = 0;
-    if constexpr (F == Fmt::Q8_0) {
+    if constexpr (decode_pairs(F) == 2) {
       if (n_cols == 1) {
         for (; g_start + 4 <= groups; g_start += 4) {
           const uint8_t* gp[4];
           for (int i = 0; i < 4; ++i) gp[i] = wb + static_cast<size_t>(g_start + i) * group_bytes;
           float* op[2] = {out + g_start * 8, out + g_start * 8 + 16};
-          q8_0_tile16_pairs<2>(nb, gp, ab, terms.data(), op);
+          tile16_pairs<F, 2>(nb, gp, ab, terms.data(), op);
         }
       }
     }
