@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct TinyLlamaConfig {
   bool tied = false;
   DType embd_type = DType::Q8_0;
   DType attn_type = DType::Q8_0;
+  std::optional<DType> attn_v_type;  // attn_v's, when not attn_type's
   DType attn_out_type = DType::Q4_0;
   DType ffn_gate_type = DType::Q4_1;
   DType ffn_up_type = DType::F32;
@@ -86,7 +88,7 @@ inline std::vector<uint8_t> make_tiny_llama(const TinyLlamaConfig& c) {
     add_ones_tensor(w, rng, p + "attn_norm.weight", d);
     add_random_tensor(w, rng, p + "attn_q.weight", c.attn_type, {d, c.n_head * hd}, 0.3f);
     add_random_tensor(w, rng, p + "attn_k.weight", c.attn_type, {d, c.n_head_kv * hd}, 0.3f);
-    add_random_tensor(w, rng, p + "attn_v.weight", c.attn_type, {d, c.n_head_kv * hd}, 0.3f);
+    add_random_tensor(w, rng, p + "attn_v.weight", c.attn_v_type.value_or(c.attn_type), {d, c.n_head_kv * hd}, 0.3f);
     add_random_tensor(w, rng, p + "attn_output.weight", c.attn_out_type, {c.n_head * hd, d}, 0.2f);
     add_ones_tensor(w, rng, p + "ffn_norm.weight", d);
     add_random_tensor(w, rng, p + "ffn_gate.weight", c.ffn_gate_type, {d, c.n_ff}, 0.2f);

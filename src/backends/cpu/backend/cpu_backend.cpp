@@ -155,6 +155,15 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   const graph::Graph& g = *ctx.graph;
   const int nth = pool_.size();
   size_t need = 0;
+  // One part per thread for every one-token matmul of this run alike (the largest one's), so
+  // that one thread's part never overlaps another's whatever format each quantizes into: a part
+  // sized per matmul put thread 1's Q8_0 part of v over the tail of thread 0's Q8_1 part of k.
+  size_t work_part = 0;
+  for (int32_t id : nodes) {
+    const graph::Node& n = g.node(id);
+    if (n.op == graph::Op::MatMul && n.ne[1] == 1) work_part = std::max(work_part, cpu_ops::work_bytes(g, n, 1));
+  }
+  need = work_part * static_cast<size_t>(nth);
   for (int32_t id : nodes) {
     const graph::Node& n = g.node(id);
     need = std::max(need, cpu_ops::work_bytes(g, n, nth));
@@ -206,7 +215,7 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
         }
       }
       first = false;
-      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, weights_.get(), ith, nth_run, &act,
+      const cpu_ops::OpArgs args{g, node, ctx, pool_, work, work_part, weights_.get(), ith, nth_run, &act,
                                  &tickets[static_cast<size_t>(id)], attn_split_min_keys_};
       switch (node.op) {
         case graph::Op::GetRows: cpu_ops::get_rows(args); break;

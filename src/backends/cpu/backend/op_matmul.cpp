@@ -26,7 +26,7 @@ void matmul(const OpArgs& a) {
     // tokens are shared out, then a barrier. Skipped when the work buffer already holds this
     // input in this format (the previous matmul read the same one).
     const bool own_part = n_tok == 1;
-    uint8_t* dst = own_part ? a.work + act_part_bytes(act_stride) * static_cast<size_t>(a.ith) : a.work;
+    uint8_t* dst = own_part ? a.work + a.work_part * static_cast<size_t>(a.ith) : a.work;
     if (matmul_quantizes(a.graph, a.node, *a.act)) {
       if (own_part) {
         k->quantize_act(xf, dst, n_in);

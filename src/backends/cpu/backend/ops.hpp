@@ -34,6 +34,7 @@ struct OpArgs {
   ExecContext& ctx;
   ThreadPool& pool;
   uint8_t* work;  // scratch of at least work_bytes(node)
+  size_t work_part;  // one-token matmuls: bytes per thread part of work (the same for all of a run)
   const CpuWeightStore* weights;  // packed layouts, or null
   int ith;
   int nth;
