@@ -49,7 +49,8 @@ constexpr bool has_corr(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q5_0 || f ==
 // +6% (bench/LOG.md, thirty-first session). The 4-bit formats then gained again from 24 blocks
 // (3.4-3.8 KiB) ahead, tg64 alternating against 6: 1B Q4_0 +4% (20: +4%, 28: +4%, 40: +3%),
 // SmolLM2 Q4_1 +8-27%, SmolLM2-shape Q4_0 +3-14%; Q8_0 lost 5% at 15 blocks and 6% at 20, so it
-// keeps 6; Q5_0/Q5_1 (no tg measurement) keep 6 too (bench/LOG.md, thirty-second session).
+// keeps 6 (bench/LOG.md, thirty-second session); Q5_0/Q5_1 keep 6 too: 12, 18 and 24 measured no
+// better on the 1B files (thirty-third session).
 // (The 8-row tiles' own-block choice is a Zen 4's.)
 constexpr size_t pair_prefetch_blocks(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q4_1 ? 24 : 6; }
 
