@@ -54,10 +54,12 @@ constexpr bool has_corr(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q5_0 || f ==
 // (The 8-row tiles' own-block choice is a Zen 4's.)
 constexpr size_t pair_prefetch_blocks(Fmt f) { return f == Fmt::Q4_0 || f == Fmt::Q4_1 ? 24 : 6; }
 
-// 16 rows (groups at g0 and g1, nb blocks each) x C columns -> out[c * os + 0..15].
+// 16 rows (groups at g0 and g1, nb blocks each) x C columns -> out[c * os + 0..15]. One column
+// runs tile16_pairs (below), which does these operations per pair and prefetches.
 template <Fmt F, int C>
 void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, size_t a_stride, const ActTerm* tm,
             int64_t tm_stride, float* out, int64_t os) {
+  static_assert(C >= 2, "one column: tile16_pairs");
   using T = Traits<F>;
   using L = Layout<F>;
   const __m512i low4 = _mm512_set1_epi8(0x0f);
@@ -68,15 +70,6 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* b0 = g0 + static_cast<size_t>(b) * L::kBlockBytes;
     const uint8_t* b1 = g1 + static_cast<size_t>(b) * L::kBlockBytes;
-    if constexpr (C == 1) {
-      // Decode (DecodeRows::kRows16) streams two groups: pair_prefetch_blocks(F) ahead on each
-      // (past the end does not fault).
-      constexpr size_t ahead = pair_prefetch_blocks(F) * L::kBlockBytes;
-      for (size_t off = 0; off < L::kBlockBytes; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(b0 + ahead + off), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(b1 + ahead + off), _MM_HINT_T0);
-      }
-    }
     const uint8_t* ap[C];
     for (int c = 0; c < C; ++c) ap[c] = a + static_cast<size_t>(c) * a_stride + static_cast<size_t>(b) * T::kActBytes + T::kActQOff;
     // One dpbusd chain per column for the 4- and 5-bit formats (a block's chain starts afresh, so
@@ -145,10 +138,11 @@ void tile16(int64_t nb, const uint8_t* g0, const uint8_t* g1, const uint8_t* a, 
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(out + c * os, acc[c]);
 }
 
-// One column (decode) over P consecutive pairs of groups at once (g[2p], g[2p + 1]: 2P streams
-// of weights, each prefetched as tile16's): per pair exactly tile16<F, 1>'s operations in its
-// order, so the same bits, with each activation broadcast shared by the pairs.
-// decode_pairs(F) is P for the one-column calls on kRows16 CPUs. On an Intel Xeon (AMX) VM, tg64
+// One column over P consecutive pairs of groups at once (g[2p], g[2p + 1]: 2P streams of
+// weights, each prefetched pair_prefetch_blocks(F) ahead; past the end does not fault): per pair
+// tile16's operations for one column in its order, so the same bits, with each activation
+// broadcast shared by the pairs. decode_pairs(F) is P for the one-column calls on kRows16 CPUs
+// (a pair left over, and one column left over in a batch, run P = 1). On an Intel Xeon (AMX) VM, tg64
 // alternating against one pair at a time, P = 2 gave Q8_0 +3.5% (1B, 7 of 7 rounds) and +11%
 // (SmolLM2-shape, 4 of 4), Q5_0 +3.8% (1B, 3 of 3) and +9% (SmolLM2-shape Q4_K_M, mostly Q5_0
 // there, 4 of 4), Q5_1 +2% (1B, 3 of 3); for Q4_0 and Q4_1 it was within the noise or slower
@@ -266,7 +260,7 @@ void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
   const int64_t chunk = l2_column_chunk(static_cast<int64_t>(a_stride), kCols);
   for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
     const int64_t c1 = std::min(n_cols, c0 + chunk);
-    // One column decode_pairs(F) pairs at a time (tile16_pairs), then pair by pair.
+    // One column decode_pairs(F) pairs at a time, then what is left pair by pair.
     int64_t g_start = 0;
     if constexpr (decode_pairs(F) == 2) {
       if (n_cols == 1) {
@@ -292,7 +286,12 @@ void gemm16(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const voi
       switch (c1 - c) {
         case 3: tile16<F, 3>(nb, g0, g1, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
         case 2: tile16<F, 2>(nb, g0, g1, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
-        case 1: tile16<F, 1>(nb, g0, g1, ac, a_stride, tc, nb, og + c * out_stride, out_stride); break;
+        case 1: {
+          const uint8_t* gp[2] = {g0, g1};
+          float* op[1] = {og + c * out_stride};
+          tile16_pairs<F, 1>(nb, gp, ac, tc, op);
+          break;
+        }
         default: break;
       }
     }

@@ -161,16 +161,16 @@ Status CpuBackend::compute(std::span<const int32_t> nodes, ExecContext& ctx) {
   size_t work_part = 0;
   for (int32_t id : nodes) {
     const graph::Node& n = g.node(id);
-    if (n.op == graph::Op::MatMul && n.ne[1] == 1) work_part = std::max(work_part, cpu_ops::work_bytes(g, n, 1));
-  }
-  need = work_part * static_cast<size_t>(nth);
-  for (int32_t id : nodes) {
-    const graph::Node& n = g.node(id);
-    need = std::max(need, cpu_ops::work_bytes(g, n, nth));
+    if (n.op == graph::Op::MatMul && n.ne[1] == 1) {
+      work_part = std::max(work_part, cpu_ops::work_bytes(g, n, 1));
+    } else {
+      need = std::max(need, cpu_ops::work_bytes(g, n, nth));
+    }
     if (n.op == graph::Op::Attention && ctx.step != nullptr) {
       need = std::max(need, cpu_ops::attention_work_bytes(n, *ctx.step, attn_split_min_keys_));
     }
   }
+  need = std::max(need, work_part * static_cast<size_t>(nth));
   if (work_.size() < need) work_.resize(need);
   uint8_t* work = work_.data();
   if (n_tickets_ < g.nodes().size()) {
